@@ -1,0 +1,233 @@
+"""The ``torchlint`` command. Parses flags, then runs the pipeline: discover -> lint -> (fix) ->
+report. Heavy modules (libcst, rich, the rules) are imported only on the paths that need them,
+so ``torchlint --version`` and pre-commit start fast."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional, Sequence
+
+from torchlint import __version__
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+SUBCOMMANDS = ("check", "rule", "server", "clean")
+OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "grouped", "junit")
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        raise UsageError(message)
+
+
+def _codes(value: str) -> List[str]:
+    return [c.strip() for c in value.split(",") if c.strip()]
+
+
+def _extend(values: Optional[List[List[str]]]) -> Optional[List[str]]:
+    return None if values is None else [c for group in values for c in group]
+
+
+def build_check_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="torchlint",
+        description="Find PyTorch code that quietly wastes GPU time and memory.",
+        epilog="Subcommands: torchlint rule CODE | torchlint server | torchlint clean",
+    )
+    p.add_argument("paths", nargs="*", help="files or folders to lint (default: .); '-' reads stdin")
+    p.add_argument("--version", action="version", version=f"torchlint {__version__}")
+    sel = p.add_argument_group("rule selection")
+    sel.add_argument("--select", type=_codes, action="append", metavar="CODES", help="codes or prefixes to enable (replaces the config's select)")
+    sel.add_argument("--extend-select", type=_codes, action="append", metavar="CODES", help="codes to enable in addition")
+    sel.add_argument("--ignore", type=_codes, action="append", metavar="CODES", help="codes or prefixes to disable")
+    sel.add_argument("--per-file-ignores", action="append", metavar="GLOB:CODES", help="ignore codes in files matching GLOB")
+    sel.add_argument("--target-torch-version", metavar="X.Y", help="lowest torch version the code must run on")
+    files = p.add_argument_group("files")
+    files.add_argument("--exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude (replaces the config's exclude)")
+    files.add_argument("--extend-exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude in addition")
+    files.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named on the command line too")
+    files.add_argument("--stdin-filename", metavar="PATH", help="the name of the file read from stdin")
+    cfg = p.add_argument_group("configuration")
+    cfg.add_argument("--config", metavar="PATH", help="use this pyproject.toml instead of discovering one")
+    cfg.add_argument("--isolated", action="store_true", help="ignore all configuration files")
+    out = p.add_argument_group("output")
+    out.add_argument("--output-format", choices=OUTPUT_FORMATS, default=None, help="report format (default: full)")
+    out.add_argument("-o", "--output-file", metavar="PATH", help="write the report to a file")
+    out.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
+    out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)")
+    out.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    fix = p.add_argument_group("fixes")
+    fix.add_argument("--fix", action="store_true", help="apply safe fixes")
+    fix.add_argument("--unsafe-fixes", action="store_true", help="also apply (or show) unsafe fixes")
+    fix.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
+    fix.add_argument("--show-fixes", action="store_true", help="list the fixes applied")
+    fix.add_argument("--fix-only", action="store_true", help="apply fixes and do not report what remains")
+    fix.add_argument("--fixable", type=_codes, action="append", metavar="CODES", help="codes whose fixes may be applied")
+    fix.add_argument("--unfixable", type=_codes, action="append", metavar="CODES", help="codes never to fix")
+    perf = p.add_argument_group("performance")
+    perf.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes (default: all cores)")
+    perf.add_argument("--no-cache", action="store_true", help="do not read or write the results cache")
+    perf.add_argument("--cache-dir", metavar="PATH", help="results cache folder (default: .torchlint_cache)")
+    return p
+
+
+def use_color(stream) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _overrides(args):
+    from torchlint.config import CliOverrides
+
+    return CliOverrides(
+        select=_extend(args.select),
+        extend_select=_extend(args.extend_select),
+        ignore=_extend(args.ignore),
+        exclude=_extend(args.exclude),
+        extend_exclude=_extend(args.extend_exclude),
+        per_file_ignores=args.per_file_ignores,
+        target_torch_version=args.target_torch_version,
+        fixable=_extend(args.fixable),
+        unfixable=_extend(args.unfixable),
+    )
+
+
+def _write_report(text: str, args) -> None:
+    if args.output_file:
+        from torchlint.atomic import atomic_write_text
+
+        atomic_write_text(args.output_file, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def run_check(argv: Sequence[str]) -> int:
+    args = build_check_parser().parse_args(list(argv))
+    from torchlint.config import ConfigError, SettingsResolver
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.diff and args.fix_only:
+        raise UsageError("--diff and --fix-only cannot be combined")
+    try:
+        resolver = SettingsResolver(_overrides(args), config_file=args.config, isolated=args.isolated)
+        paths = args.paths or ["."]
+        stdin = "-" in paths
+        if stdin and len(paths) > 1:
+            raise UsageError("'-' (stdin) cannot be combined with other paths")
+        if stdin:
+            return _run_stdin(args, resolver)
+        from torchlint.discovery import discover
+
+        files = discover(paths, resolver, force_exclude=args.force_exclude)
+        if args.fix or args.diff or args.fix_only:
+            from torchlint import fixer
+
+            return fixer.run_fix(files, resolver, args)
+        from torchlint.runner import lint_paths
+
+        result = lint_paths(files, resolver, jobs=args.jobs)
+        return report(result, args, resolver)
+    except ConfigError as exc:
+        print(f"torchlint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run_stdin(args, resolver) -> int:
+    from torchlint.runner import RunResult, lint_text
+    from torchlint.source import UnreadableFile, decode_source
+
+    name = args.stdin_filename or "-"
+    settings = resolver.for_path(name if args.stdin_filename else ".")
+    if args.stdin_filename and args.force_exclude and settings.is_excluded(name):
+        if args.fix or args.fix_only:
+            sys.stdout.write(sys.stdin.read())
+        return EXIT_OK
+    data = sys.stdin.buffer.read()
+    try:
+        source = decode_source(data, name)
+    except UnreadableFile as exc:
+        print(f"torchlint: error: {name}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.fix or args.diff or args.fix_only:
+        from torchlint import fixer
+
+        return fixer.run_fix_stdin(source, settings, args)
+    diagnostics, text, error = lint_text(source, settings)
+    result = RunResult(diagnostics=diagnostics, files_checked=1, sources={name: source.text})
+    if error:
+        result.errors.append(error)
+    return report(result, args, resolver)
+
+
+def report(result, args, resolver, fixed_note: Optional[str] = None) -> int:
+    """Print the findings in the chosen format; return the exit code they call for."""
+    from torchlint.reporters import HUMAN_FORMATS, ReportContext, get_renderer, summary
+
+    fmt = args.output_format or "full"
+    context = ReportContext(
+        files_checked=result.files_checked,
+        sources=result.sources,
+        color=use_color(sys.stdout) and not args.output_file,
+        root=resolver.default.root,
+        unsafe_fixes=args.unsafe_fixes,
+    )
+    if args.statistics:
+        from torchlint.reporters.statistics import render as render_statistics
+
+        _write_report(render_statistics(result.diagnostics, context), args)
+    else:
+        _write_report(get_renderer(fmt)(result.diagnostics, context), args)
+    for error in result.errors:
+        print(f"torchlint: error: {error}", file=sys.stderr)
+    if fmt in HUMAN_FORMATS and not args.quiet:
+        if fixed_note:
+            print(fixed_note, file=sys.stderr)
+        print(summary(result.diagnostics, result.files_checked), file=sys.stderr)
+        hidden = sum(1 for d in result.diagnostics if d.fix and d.fix.applicability == "unsafe")
+        if hidden and not args.unsafe_fixes:
+            print(f"{hidden} unsafe fix{'es' if hidden != 1 else ''} available with --unsafe-fixes.", file=sys.stderr)
+    if result.errors:
+        return EXIT_ERROR
+    if result.diagnostics and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            command, rest = argv[0], argv[1:]
+            if command == "check":
+                return run_check(rest)
+            if command == "rule":
+                from torchlint.ruledocs import main as rule_main
+
+                return rule_main(rest)
+            if command == "server":
+                from torchlint.server import main as server_main
+
+                return server_main(rest)
+            if command == "clean":
+                from torchlint.cache import clean_main
+
+                return clean_main(rest)
+        return run_check(argv)
+    except UsageError as exc:
+        print(f"torchlint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("torchlint: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

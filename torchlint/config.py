@@ -1,0 +1,483 @@
+"""Configuration: ``[tool.torchlint]`` in the nearest ``pyproject.toml``, merged with CLI flags.
+
+Every file gets the settings of the nearest ``pyproject.toml`` above it that has a
+``[tool.torchlint]`` table (or ``--config``); ``--isolated`` ignores config files.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from torchlint.torch_api import DEFAULT_TORCH_VERSION
+
+
+class ConfigError(Exception):
+    """A bad configuration value or flag; the message is one line naming the culprit."""
+
+
+LIST_KEYS = (
+    "select", "ignore", "extend-select", "exclude", "extend-exclude",
+    "fixable", "unfixable", "extend-safe-fixes", "extend-unsafe-fixes",
+)
+KNOWN_KEYS = frozenset(LIST_KEYS) | {
+    "per-file-ignores", "target-torch-version", "rules", "respect-gitignore", "cache-dir",
+}
+CODE_LIST_KEYS = frozenset({
+    "select", "ignore", "extend-select", "fixable", "unfixable",
+    "extend-safe-fixes", "extend-unsafe-fixes",
+})
+
+
+def parse_version(text: str, where: str) -> Tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*", str(text))
+    if not match:
+        raise ConfigError(f"{where}: expected a version like \"2.4\", got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def expand_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
+    """Codes named by selectors: ``ALL``, a code, a code prefix (``TL1``) or a rule name."""
+    from torchlint.rules import code_for, known_codes
+
+    codes = known_codes()
+    out = set()
+    for selector in selectors:
+        sel = selector.strip()
+        if sel.upper() == "ALL":
+            out.update(codes)
+            continue
+        named = code_for(sel)
+        if named:
+            out.add(named)
+            continue
+        matched = [c for c in codes if c.startswith(sel.upper())] if re.fullmatch(r"(?i)TL\d*", sel) else []
+        if not matched:
+            raise ConfigError(f"{where}: unknown rule code or prefix {selector!r}")
+        out.update(matched)
+    return frozenset(out)
+
+
+def glob_to_regex(pattern: str) -> "re.Pattern[str]":
+    """A gitignore-style glob: ``*`` stays within a folder, ``**`` crosses folders."""
+    pat = pattern.replace(os.sep, "/")
+    i, out = 0, []
+    while i < len(pat):
+        c = pat[i]
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pat.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pat.find("]", i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pat[i + 1:j]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.compile("".join(out) + r"(?:/.*)?\Z")
+
+
+@lru_cache(maxsize=4096)
+def _compiled(pattern: str):
+    return glob_to_regex(pattern.rstrip("/"))
+
+
+def path_matches(pattern: str, relpath: str) -> bool:
+    """Does ``relpath`` (relative, '/'-separated) match; a pattern without '/' matches any
+    single component, as in .gitignore and flake8's ``exclude``."""
+    rel = relpath.replace(os.sep, "/").lstrip("./") if relpath.startswith("./") else relpath.replace(os.sep, "/")
+    pattern = pattern.strip()
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    if "/" not in pattern.rstrip("/"):
+        rx = _compiled(pattern)
+        parts = rel.split("/")
+        return any(rx.match(part) for part in parts) or bool(rx.match(rel))
+    return bool(_compiled(pattern.lstrip("/")).match(rel))
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: Tuple[str, ...] = ("ALL",)
+    ignore: Tuple[str, ...] = ()
+    extend_select: Tuple[str, ...] = ()
+    per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    exclude: Tuple[str, ...] = ()
+    extend_exclude: Tuple[str, ...] = ()
+    target_torch_version: Tuple[int, int] = DEFAULT_TORCH_VERSION
+    rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    fixable: Tuple[str, ...] = ("ALL",)
+    unfixable: Tuple[str, ...] = ()
+    extend_safe_fixes: Tuple[str, ...] = ()
+    extend_unsafe_fixes: Tuple[str, ...] = ()
+    respect_gitignore: bool = True
+    cache_dir: Optional[str] = None
+    #: Folder globs are relative to (the config file's folder, else the working directory).
+    root: str = "."
+    config_path: Optional[str] = None
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    @cached_property
+    def enabled_codes(self) -> FrozenSet[str]:
+        selected = expand_codes(self.select, "select") | expand_codes(self.extend_select, "extend-select")
+        return selected - expand_codes(self.ignore, "ignore")
+
+    @cached_property
+    def _per_file(self) -> Tuple[Tuple[str, FrozenSet[str]], ...]:
+        return tuple(
+            (glob, expand_codes(codes, f"per-file-ignores[{glob!r}]")) for glob, codes in self.per_file_ignores
+        )
+
+    @cached_property
+    def fixable_codes(self) -> FrozenSet[str]:
+        return expand_codes(self.fixable, "fixable") - expand_codes(self.unfixable, "unfixable")
+
+    @cached_property
+    def promoted_safe(self) -> FrozenSet[str]:
+        return expand_codes(self.extend_safe_fixes, "extend-safe-fixes")
+
+    @cached_property
+    def demoted_unsafe(self) -> FrozenSet[str]:
+        return expand_codes(self.extend_unsafe_fixes, "extend-unsafe-fixes")
+
+    def relpath(self, path: str) -> str:
+        try:
+            return os.path.relpath(os.path.abspath(path), os.path.abspath(self.root)).replace(os.sep, "/")
+        except ValueError:  # other drive on Windows
+            return path.replace(os.sep, "/")
+
+    def codes_for_path(self, path: str) -> FrozenSet[str]:
+        codes = self.enabled_codes
+        if self._per_file:
+            rel = self.relpath(path)
+            for glob, ignored in self._per_file:
+                if path_matches(glob, rel) or fnmatch.fnmatch(os.path.basename(path), glob):
+                    codes = codes - ignored
+        return codes
+
+    def is_excluded(self, path: str) -> bool:
+        patterns = self.exclude + self.extend_exclude
+        if not patterns:
+            return False
+        rel = self.relpath(path)
+        return any(path_matches(p, rel) for p in patterns)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Identifies everything that can change findings (for the results cache)."""
+        data = {
+            "codes": sorted(self.enabled_codes),
+            "per_file": [(g, sorted(c)) for g, c in self._per_file],
+            "torch": list(self.target_torch_version),
+            "options": {k: dict(v) for k, v in sorted(self.rule_options.items())},
+            "root": os.path.abspath(self.root),
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+# -- reading files -----------------------------------------------------------------------------
+
+def load_toml(path: Path) -> Dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+_REQ = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)", re.IGNORECASE)
+
+
+def _lower_bound(spec: str) -> Optional[Tuple[int, int]]:
+    bound = None
+    for part in spec.strip().strip("()").split(","):
+        m = re.match(r"\s*(>=|==|~=|===|>|\^|~)?\s*v?(\d+)(?:\.(\d+))?", part)
+        if not m or m.group(1) in (None,) and not spec.strip()[0:1].isdigit():
+            continue
+        op = m.group(1) or "=="
+        if op in (">=", "==", "~=", "===", ">", "^", "~"):
+            version = (int(m.group(2)), int(m.group(3) or 0))
+            bound = version if bound is None else max(bound, version)
+    return bound
+
+
+def infer_torch_version(data: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
+    """Lowest torch version declared in [project] dependencies / optional groups (or Poetry)."""
+    found: List[Tuple[int, int]] = []
+    project = data.get("project") or {}
+    reqs = list(project.get("dependencies") or [])
+    for group in (project.get("optional-dependencies") or {}).values():
+        reqs.extend(group or [])
+    for req in reqs:
+        if not isinstance(req, str):
+            continue
+        m = _REQ.match(req)
+        if m and not re.match(r"[\w.-]", req.strip()[5:6] or " "):
+            bound = _lower_bound(m.group("spec"))
+            if bound:
+                found.append(bound)
+    poetry = ((data.get("tool") or {}).get("poetry") or {})
+    for table in [poetry.get("dependencies") or {}] + [
+        (g or {}).get("dependencies") or {} for g in (poetry.get("group") or {}).values()
+    ]:
+        spec = table.get("torch")
+        if isinstance(spec, dict):
+            spec = spec.get("version")
+        if isinstance(spec, str):
+            bound = _lower_bound(spec)
+            if bound:
+                found.append(bound)
+    return min(found) if found else None
+
+
+def _str_list(value: Any, where: str) -> Tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings")
+    return tuple(value)
+
+
+def settings_from_table(table: Mapping[str, Any], where: str, base: Settings) -> Settings:
+    """Apply a ``[tool.torchlint]`` table over ``base``; unknown keys and codes are errors."""
+    from torchlint.rules import code_for, rules_by_code
+
+    changes: Dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in KNOWN_KEYS:
+            raise ConfigError(f"{where}: unknown key 'tool.torchlint.{key}'")
+        attr = key.replace("-", "_")
+        if key in LIST_KEYS:
+            values = _str_list(value, f"{where}: tool.torchlint.{key}")
+            if key in CODE_LIST_KEYS:
+                expand_codes(values, f"{where}: tool.torchlint.{key}")
+            changes[attr] = values
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: tool.torchlint.per-file-ignores: expected a table of glob = [codes]")
+            pairs = []
+            for glob, codes in value.items():
+                codes = _str_list(codes, f"{where}: tool.torchlint.per-file-ignores.{glob!r}")
+                expand_codes(codes, f"{where}: tool.torchlint.per-file-ignores.{glob!r}")
+                pairs.append((glob, codes))
+            changes[attr] = tuple(pairs)
+        elif key == "target-torch-version":
+            changes[attr] = parse_version(value, f"{where}: tool.torchlint.target-torch-version")
+        elif key == "respect-gitignore":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: tool.torchlint.respect-gitignore: expected true or false")
+            changes[attr] = value
+        elif key == "cache-dir":
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}: tool.torchlint.cache-dir: expected a string")
+            changes[attr] = value
+        elif key == "rules":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: tool.torchlint.rules: expected a table per rule")
+            options: Dict[str, Dict[str, Any]] = {k: dict(v) for k, v in base.rule_options.items()}
+            for rule_key, opts in value.items():
+                code = code_for(rule_key)
+                if code is None or code not in rules_by_code():
+                    raise ConfigError(f"{where}: unknown rule 'tool.torchlint.rules.{rule_key}'")
+                known = rules_by_code()[code].options
+                if not isinstance(opts, dict):
+                    raise ConfigError(f"{where}: tool.torchlint.rules.{rule_key}: expected a table")
+                for opt, opt_value in opts.items():
+                    if opt not in known:
+                        raise ConfigError(f"{where}: unknown key 'tool.torchlint.rules.{rule_key}.{opt}'")
+                    default = known[opt]
+                    if default is not None and not isinstance(opt_value, type(default)):
+                        raise ConfigError(
+                            f"{where}: tool.torchlint.rules.{rule_key}.{opt}: expected {type(default).__name__}"
+                        )
+                    options.setdefault(code, {})[opt] = opt_value
+            changes["rule_options"] = options
+    return replace(base, **changes)
+
+
+@dataclass
+class CliOverrides:
+    """Flags given on the command line; None means 'not given'."""
+
+    select: Optional[Sequence[str]] = None
+    extend_select: Optional[Sequence[str]] = None
+    ignore: Optional[Sequence[str]] = None
+    exclude: Optional[Sequence[str]] = None
+    extend_exclude: Optional[Sequence[str]] = None
+    per_file_ignores: Optional[Sequence[str]] = None  # "glob:CODE,CODE"
+    target_torch_version: Optional[str] = None
+    fixable: Optional[Sequence[str]] = None
+    unfixable: Optional[Sequence[str]] = None
+
+    def apply(self, settings: Settings) -> Settings:
+        changes: Dict[str, Any] = {}
+        if self.select is not None:
+            expand_codes(self.select, "--select")
+            changes["select"] = tuple(self.select)
+            changes["extend_select"] = ()
+        if self.extend_select:
+            expand_codes(self.extend_select, "--extend-select")
+            changes["extend_select"] = changes.get("extend_select", settings.extend_select) + tuple(self.extend_select)
+        if self.ignore:
+            expand_codes(self.ignore, "--ignore")
+            changes["ignore"] = settings.ignore + tuple(self.ignore)
+        if self.exclude is not None:
+            changes["exclude"] = tuple(self.exclude)
+        if self.extend_exclude:
+            changes["extend_exclude"] = settings.extend_exclude + tuple(self.extend_exclude)
+        if self.per_file_ignores:
+            pairs = list(settings.per_file_ignores)
+            for item in self.per_file_ignores:
+                glob, sep, codes = item.rpartition(":")
+                if not sep or not glob:
+                    raise ConfigError(f"--per-file-ignores: expected GLOB:CODES, got {item!r}")
+                code_list = tuple(c for c in codes.split(",") if c)
+                expand_codes(code_list, "--per-file-ignores")
+                pairs.append((glob, code_list))
+            changes["per_file_ignores"] = tuple(pairs)
+        if self.target_torch_version is not None:
+            changes["target_torch_version"] = parse_version(self.target_torch_version, "--target-torch-version")
+        if self.fixable is not None:
+            expand_codes(self.fixable, "--fixable")
+            changes["fixable"] = tuple(self.fixable)
+        if self.unfixable:
+            expand_codes(self.unfixable, "--unfixable")
+            changes["unfixable"] = settings.unfixable + tuple(self.unfixable)
+        return replace(settings, **changes) if changes else settings
+
+
+def settings_from_pyproject(path: Path, overrides: Optional[CliOverrides] = None) -> Settings:
+    data = load_toml(path)
+    tool = (data.get("tool") or {})
+    table = tool.get("torchlint")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: tool.torchlint must be a table")
+    base = Settings(root=str(path.parent), config_path=str(path))
+    declared = infer_torch_version(data)
+    if declared:
+        base = replace(base, target_torch_version=declared)
+    settings = settings_from_table(table or {}, str(path), base)
+    return overrides.apply(settings) if overrides else settings
+
+
+def _has_torchlint_table(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "tool.torchlint" in text
+
+
+class SettingsResolver:
+    """Finds the settings for each file: nearest config above it, cached per folder."""
+
+    def __init__(
+        self,
+        overrides: Optional[CliOverrides] = None,
+        config_file: Optional[str] = None,
+        isolated: bool = False,
+        cwd: Optional[str] = None,
+    ) -> None:
+        self.overrides = overrides or CliOverrides()
+        self.isolated = isolated
+        self.cwd = Path(cwd or os.getcwd()).resolve()
+        self._by_dir: Dict[Path, Settings] = {}
+        self._by_file: Dict[Path, Settings] = {}
+        self.fixed: Optional[Settings] = None
+        if config_file is not None:
+            path = Path(config_file)
+            if not path.is_file():
+                raise ConfigError(f"--config: no such file: {config_file}")
+            self.fixed = settings_from_pyproject(path.resolve(), self.overrides)
+        elif isolated:
+            self.fixed = self.overrides.apply(Settings(root=str(self.cwd)))
+        self.default = self.fixed or self._for_dir(self.cwd)
+
+    def _settings_for_file(self, path: Path) -> Settings:
+        settings = self._by_file.get(path)
+        if settings is None:
+            settings = settings_from_pyproject(path, self.overrides)
+            self._by_file[path] = settings
+        return settings
+
+    def _for_dir(self, directory: Path) -> Settings:
+        cached = self._by_dir.get(directory)
+        if cached is not None:
+            return cached
+        chain: List[Path] = []
+        current = directory
+        while True:
+            if current in self._by_dir:
+                settings = self._by_dir[current]
+                break
+            chain.append(current)
+            candidate = current / "pyproject.toml"
+            if candidate.is_file() and _has_torchlint_table(candidate):
+                settings = self._settings_for_file(candidate)
+                break
+            if current.parent == current:
+                # No config anywhere above: only this folder's answer is certain.
+                settings = self._no_config(directory)
+                chain = [directory]
+                break
+            current = current.parent
+        for d in chain:
+            self._by_dir[d] = settings
+        return settings
+
+    def _no_config(self, directory: Path) -> Settings:
+        """No [tool.torchlint] anywhere: defaults, but still infer the torch version declared."""
+        for d in [directory, *directory.parents]:
+            candidate = d / "pyproject.toml"
+            if candidate.is_file():
+                try:
+                    declared = infer_torch_version(load_toml(candidate))
+                except ConfigError:
+                    declared = None
+                base = Settings(root=str(self.cwd))
+                if declared:
+                    base = replace(base, target_torch_version=declared)
+                return self.overrides.apply(base)
+        return self.overrides.apply(Settings(root=str(self.cwd)))
+
+    def for_path(self, path: str) -> Settings:
+        if self.fixed is not None:
+            return self.fixed
+        p = Path(path)
+        directory = (p if p.is_dir() else p.parent)
+        try:
+            directory = directory.resolve()
+        except OSError:
+            return self.default
+        return self._for_dir(directory)

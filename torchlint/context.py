@@ -1,0 +1,126 @@
+"""What a rule sees of the file being checked: the import table, the ancestors of the node being
+visited, the settings, and ``report``. Findings stay as nodes until the pass ends; positions are
+computed only for files that have findings (see ``engine``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+
+import libcst as cst
+
+from torchlint.imports import ImportTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.config import Settings
+    from torchlint.rules.base import Rule
+
+REPLACE = "replace"
+INSERT_BEFORE = "insert-before"
+INSERT_AFTER = "insert-after"
+DELETE_LINES = "delete-lines"  # remove the node's whole lines, newline included
+
+
+@dataclass(frozen=True)
+class NodeEdit:
+    """An edit expressed against a node; the engine turns it into a positioned ``Edit``."""
+
+    node: cst.CSTNode
+    content: Union[str, cst.CSTNode] = ""
+    mode: str = REPLACE
+
+
+@dataclass(frozen=True)
+class FixSpec:
+    applicability: str
+    message: str
+    edits: Tuple[NodeEdit, ...]
+
+
+@dataclass
+class PendingDiagnostic:
+    rule: "Rule"
+    node: cst.CSTNode
+    message: str
+    fix: Optional[FixSpec]
+    statement: Optional[cst.CSTNode]
+
+
+class FileContext:
+    def __init__(self, path: str, text: str, module: cst.Module, settings: "Settings") -> None:
+        self.path = path
+        self.text = text
+        self.module = module
+        self.settings = settings
+        self.imports = ImportTable.from_module(module)
+        #: Ancestors of the node being visited, outermost first (the Module is ancestors[0]).
+        self.ancestors: List[cst.CSTNode] = []
+        self.pending: List[PendingDiagnostic] = []
+
+    # -- names ------------------------------------------------------------------------------
+    def resolve(self, node: cst.BaseExpression) -> Optional[str]:
+        """Canonical qualified name of a Name/Attribute, resolved through the file's imports."""
+        return self.imports.resolve(node)
+
+    def resolve_call(self, node: cst.CSTNode) -> Optional[str]:
+        return self.imports.resolve(node.func) if isinstance(node, cst.Call) else None
+
+    @property
+    def torch_version(self) -> Tuple[int, int]:
+        return self.settings.target_torch_version
+
+    @property
+    def parent(self) -> Optional[cst.CSTNode]:
+        return self.ancestors[-1] if self.ancestors else None
+
+    def enclosing(self, types, stop: Sequence[type] = ()) -> Optional[cst.CSTNode]:
+        """Nearest ancestor of ``types``; None if a ``stop`` type comes first."""
+        for node in reversed(self.ancestors):
+            if isinstance(node, types):
+                return node
+            if stop and isinstance(node, tuple(stop)):
+                return None
+        return None
+
+    # -- findings ---------------------------------------------------------------------------
+    def report(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional[FixSpec]) -> None:
+        statement = None
+        for ancestor in reversed(self.ancestors):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                statement = ancestor
+                break
+        if isinstance(node, cst.SimpleStatementLine):
+            statement = node
+        self.pending.append(PendingDiagnostic(rule, node, message, fix, statement))
+
+    def import_edit(self, module_name: str) -> Tuple[Optional[NodeEdit], str]:
+        """An edit adding ``import module_name`` (None if already imported) and the name to use."""
+        local = self.imports.local_name_for(module_name)
+        if local is not None:
+            return None, local
+        body = self.module.body
+        anchor = None
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine) and all(
+                isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+            ):
+                anchor = stmt
+            elif anchor is None and _is_docstring(stmt):
+                anchor = stmt
+            else:
+                break
+        line = f"import {module_name}"
+        if anchor is not None:
+            return NodeEdit(anchor, "\n" + line, INSERT_AFTER), module_name
+        if body:
+            return NodeEdit(body[0], line + "\n", INSERT_BEFORE), module_name
+        return NodeEdit(self.module, line + "\n", INSERT_BEFORE), module_name
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )

@@ -1,0 +1,109 @@
+"""The plain data that flows through the pipeline: locations, edits, fixes, diagnostics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+SAFE = "safe"
+UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A position in a file: 1-based row, 1-based column counted in characters."""
+
+    row: int
+    column: int
+
+    def to_json(self) -> dict:
+        return {"row": self.row, "column": self.column}
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between ``location`` and ``end_location`` with ``content``."""
+
+    location: Location
+    end_location: Location
+    content: str
+
+    def to_json(self) -> dict:
+        return {
+            "content": self.content,
+            "location": self.location.to_json(),
+            "end_location": self.end_location.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: str  # SAFE or UNSAFE
+    message: str
+    edits: Tuple[Edit, ...]
+
+    def to_json(self) -> dict:
+        return {
+            "applicability": self.applicability,
+            "message": self.message,
+            "edits": [e.to_json() for e in self.edits],
+        }
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    name: str
+    message: str
+    path: str
+    location: Location
+    end_location: Location
+    fix: Optional[Fix] = None
+    noqa_row: Optional[int] = None
+    # Lines on which a ``# noqa`` comment also suppresses this finding (start and statement end).
+    noqa_rows: Tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        from torchlint import DOCS_URL
+
+        return DOCS_URL.format(code=self.code)
+
+    def sort_key(self):
+        return (self.path, self.location.row, self.location.column, self.code, self.message)
+
+    def to_json(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "filename": self.path,
+            "location": self.location.to_json(),
+            "end_location": self.end_location.to_json(),
+            "fix": self.fix.to_json() if self.fix else None,
+            "noqa_row": self.noqa_row,
+            "url": self.url,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Diagnostic":
+        fix = data.get("fix")
+        return cls(
+            code=data["code"],
+            name=data["name"],
+            message=data["message"],
+            path=data["filename"],
+            location=Location(**data["location"]),
+            end_location=Location(**data["end_location"]),
+            fix=Fix(
+                applicability=fix["applicability"],
+                message=fix["message"],
+                edits=tuple(
+                    Edit(Location(**e["location"]), Location(**e["end_location"]), e["content"])
+                    for e in fix["edits"]
+                ),
+            )
+            if fix
+            else None,
+            noqa_row=data.get("noqa_row"),
+        )

@@ -1,0 +1,167 @@
+"""Stage 1 of the pipeline: find the Python files to lint.
+
+Skips VCS folders, virtual environments, caches and build output, the configured ``exclude``
+globs and what ``.gitignore`` files ignore. A file named explicitly is always linted, unless
+``--force-exclude`` asks that excludes apply to it too (pre-commit passes every changed file).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from torchlint.config import SettingsResolver, glob_to_regex
+
+DEFAULT_EXCLUDES = frozenset({
+    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
+    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchlint_cache", ".eggs",
+    "site-packages", "_build", "buck-out", ".ipynb_checkpoints", ".direnv", "__pypackages__",
+})
+PY_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    negated: bool
+    dir_only: bool
+    anchored: bool
+    regex: object
+
+
+def parse_gitignore(text: str) -> List[IgnoreRule]:
+    rules = []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        if negated:
+            line = line[1:]
+        if line.startswith("\\"):
+            line = line[1:]
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        if not line:
+            continue
+        anchored = "/" in line
+        rules.append(IgnoreRule(negated, dir_only, anchored, glob_to_regex(line.lstrip("/"))))
+    return rules
+
+
+class GitIgnore:
+    """The .gitignore files met on the way down, evaluated like git: deeper and later wins."""
+
+    def __init__(self) -> None:
+        self._rules: Dict[str, List[IgnoreRule]] = {}
+
+    def load_dir(self, directory: str) -> None:
+        if directory in self._rules:
+            return
+        path = os.path.join(directory, ".gitignore")
+        rules: List[IgnoreRule] = []
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    rules = parse_gitignore(fh.read())
+            except OSError:
+                rules = []
+        self._rules[directory] = rules
+
+    def load_ancestors(self, directory: str) -> None:
+        """Load .gitignore files from ``directory`` up to the enclosing git repository's root."""
+        chain = []
+        d = os.path.abspath(directory)
+        while True:
+            chain.append(d)
+            if os.path.exists(os.path.join(d, ".git")):
+                break
+            parent = os.path.dirname(d)
+            if parent == d:
+                chain = [os.path.abspath(directory)]  # not in a git repository
+                break
+            d = parent
+        for d in reversed(chain):
+            self.load_dir(d)
+
+    def is_ignored(self, path: str, is_dir: bool) -> bool:
+        path = os.path.abspath(path)
+        ignored = False
+        d = os.path.dirname(path)
+        chain = []
+        while True:
+            if d in self._rules:
+                chain.append(d)
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+        name = os.path.basename(path)
+        for directory in reversed(chain):
+            rel = os.path.relpath(path, directory).replace(os.sep, "/")
+            for rule in self._rules[directory]:
+                if rule.dir_only and not is_dir:
+                    continue
+                target = rel if rule.anchored else name
+                if rule.regex.match(target):
+                    ignored = not rule.negated
+        return ignored
+
+
+def _is_venv(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
+
+
+def discover(
+    paths: Iterable[str],
+    resolver: SettingsResolver,
+    force_exclude: bool = False,
+) -> List[str]:
+    """Python files under ``paths``, sorted, each once."""
+    found: Dict[str, None] = {}
+    for given in paths:
+        if os.path.isfile(given) or not os.path.exists(given):
+            if not os.path.exists(given):
+                found[given] = None  # reported as unreadable later: the user named it
+                continue
+            if force_exclude and _explicit_excluded(given, resolver):
+                continue
+            found[given] = None
+            continue
+        gitignore = GitIgnore()
+        settings = resolver.for_path(given)
+        if settings.respect_gitignore:
+            gitignore.load_ancestors(given)
+        for root, dirs, files in os.walk(given):
+            settings = resolver.for_path(root)
+            if settings.respect_gitignore:
+                gitignore.load_dir(os.path.abspath(root))
+            kept = []
+            for d in sorted(dirs):
+                full = os.path.join(root, d)
+                if d in DEFAULT_EXCLUDES or d.endswith(".egg-info") or _is_venv(full):
+                    continue
+                if settings.is_excluded(full):
+                    continue
+                if settings.respect_gitignore and gitignore.is_ignored(full, True):
+                    continue
+                kept.append(d)
+            dirs[:] = kept
+            for f in sorted(files):
+                if not f.endswith(PY_SUFFIXES):
+                    continue
+                full = os.path.join(root, f)
+                if settings.is_excluded(full):
+                    continue
+                if settings.respect_gitignore and gitignore.is_ignored(full, False):
+                    continue
+                found[os.path.normpath(full)] = None
+    return sorted(found)
+
+
+def _explicit_excluded(path: str, resolver: SettingsResolver) -> bool:
+    settings = resolver.for_path(path)
+    if settings.is_excluded(path):
+        return True
+    return any(part in DEFAULT_EXCLUDES for part in Path(path).parts[:-1])

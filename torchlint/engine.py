@@ -1,0 +1,237 @@
+"""Stages 3-7 for one file: prefilter -> parse -> resolve imports -> visit (all rules, one pass)
+-> position the findings -> filter (noqa, per-file-ignores).
+
+``lint_source`` is the whole path an editor or the language server takes for one buffer.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchlint.context import (
+    DELETE_LINES,
+    INSERT_AFTER,
+    INSERT_BEFORE,
+    FileContext,
+    NodeEdit,
+    PendingDiagnostic,
+)
+from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+from torchlint.rules import ENGINE_CODES, all_rules
+from torchlint.rules.base import Rule
+from torchlint.suppression import filter_suppressed
+
+# Nodes that carry only layout or punctuation: no rule looks inside them, so the walk skips them.
+_TRIVIA = (
+    cst.BaseParenthesizableWhitespace,
+    cst.TrailingWhitespace,
+    cst.EmptyLine,
+    cst.Comment,
+    cst.Newline,
+    cst.Comma,
+    cst.Semicolon,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.Dot,
+    cst.AssignEqual,
+    cst.Colon,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+    cst.Asynchronous,
+    cst.Annotation,  # type annotations never hold findings
+)
+_SKIP_FIELDS = frozenset({
+    "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "comma",
+    "semicolon", "newline", "trailing_whitespace", "equal", "colon", "dot", "arrow", "star",
+    "operator", "asynchronous", "whitespace", "first_line", "default_indent", "default_newline",
+    "encoding", "has_trailing_newline", "indent",
+})
+_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> Tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+        )
+        _CHILD_FIELDS[cls] = fields
+    return fields
+
+
+def iter_children(node: cst.CSTNode):
+    """Child nodes in source order, without whitespace and punctuation."""
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            if not isinstance(value, _TRIVIA):
+                yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.CSTNode) and not isinstance(item, _TRIVIA):
+                    yield item
+
+
+def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
+    """One pass over the tree, calling every rule's ``visit_X``/``leave_X`` for node type X."""
+    visit: Dict[str, List[Callable]] = {}
+    leave: Dict[str, List[Callable]] = {}
+    for rule in rules:
+        for attr in dir(type(rule)):
+            if attr.startswith("visit_"):
+                visit.setdefault(attr[6:], []).append(getattr(rule, attr))
+            elif attr.startswith("leave_"):
+                leave.setdefault(attr[6:], []).append(getattr(rule, attr))
+    ancestors = ctx.ancestors
+    stack: List[Tuple[cst.CSTNode, bool]] = [(module, False)]
+    while stack:
+        node, leaving = stack.pop()
+        kind = type(node).__name__
+        if leaving:
+            ancestors.pop()
+            for fn in leave.get(kind, ()):
+                fn(node)
+            continue
+        if kind == "Import" or kind == "ImportFrom":
+            ctx.imports.add(node)  # function-level imports count from where they appear
+        for fn in visit.get(kind, ()):
+            fn(node)
+        stack.append((node, True))
+        ancestors.append(node)
+        children = list(iter_children(node))
+        for child in reversed(children):
+            stack.append((child, False))
+
+
+def enabled_rules(settings, path: str) -> List[Type[Rule]]:
+    codes = settings.codes_for_path(path)
+    return [r for r in all_rules() if r.code in codes]
+
+
+def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:
+    """TL001 for text Python cannot compile, or None. Uses CPython's parser: fast and precise."""
+    try:
+        ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        row = exc.lineno or 1
+        col = exc.offset or 1
+        msg = exc.msg or "invalid syntax"
+        return _engine_diagnostic("TL001", f"SyntaxError: {msg}", path, row, max(col, 1))
+    except (ValueError, MemoryError, RecursionError) as exc:  # e.g. source with NUL bytes
+        return _engine_diagnostic("TL001", f"cannot parse: {exc}", path, 1, 1)
+    return None
+
+
+def _engine_diagnostic(code: str, message: str, path: str, row: int, col: int) -> Diagnostic:
+    loc = Location(row, col)
+    return Diagnostic(code, ENGINE_CODES[code][0], message, path, loc, loc, None, row, (row,))
+
+
+def unreadable(path: str, reason: str) -> Diagnostic:
+    return _engine_diagnostic("TL002", f"Cannot read file: {reason}", path, 1, 1)
+
+
+def lint_source(
+    text: str,
+    path: str,
+    settings,
+    *,
+    rules: Optional[Sequence[Type[Rule]]] = None,
+    prefilter: bool = True,
+) -> List[Diagnostic]:
+    """All findings for one file's text, noqa and per-file-ignores applied, sorted."""
+    if rules is None:
+        rules = enabled_rules(settings, path)
+    codes = settings.codes_for_path(path)
+    candidates = [r for r in rules if r.may_fire(text)] if prefilter else list(rules)
+    diagnostics: List[Diagnostic] = []
+    if not candidates:
+        error = syntax_error(text, path, settings) if "TL001" in codes else None
+        if error:
+            diagnostics.append(error)
+    else:
+        try:
+            module = cst.parse_module(text)
+        except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
+            error = syntax_error(text, path, settings)
+            if error is None:  # valid Python that libcst cannot read
+                row = getattr(exc, "raw_line", 1) or 1
+                col = (getattr(exc, "raw_column", 0) or 0) + 1
+                error = _engine_diagnostic(
+                    "TL001", f"libcst cannot parse this file: {str(exc).splitlines()[0]}", path, row, col
+                )
+            if "TL001" in codes:
+                diagnostics.append(error)
+        else:
+            diagnostics.extend(check_module(module, text, path, settings, candidates))
+    diagnostics = filter_suppressed(text, diagnostics)
+    diagnostics.sort(key=Diagnostic.sort_key)
+    return diagnostics
+
+
+def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]]) -> List[Diagnostic]:
+    ctx = FileContext(path, text, module, settings)
+    walk(module, ctx, [rule(ctx) for rule in rules])
+    if not ctx.pending:
+        return []
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return [_to_diagnostic(p, positions, module, path, text) for p in ctx.pending]
+
+
+def _loc(pos) -> Location:
+    return Location(pos.line, pos.column + 1)
+
+
+def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: str, text: str) -> Diagnostic:
+    span = positions[p.node]
+    start, end = _loc(span.start), _loc(span.end)
+    rows = {start.row}
+    if isinstance(p.statement, cst.SimpleStatementLine):
+        rows.add(positions[p.statement].end.line)
+    else:
+        rows.add(end.row)
+    fix = None
+    if p.fix is not None:
+        edits = tuple(_to_edit(e, positions, module, text) for e in p.fix.edits)
+        fix = Fix(p.fix.applicability, p.fix.message, tuple(sorted(edits, key=lambda e: e.location)))
+    return Diagnostic(
+        code=p.rule.code,
+        name=p.rule.name,
+        message=p.message,
+        path=path,
+        location=start,
+        end_location=end,
+        fix=fix,
+        noqa_row=start.row,
+        noqa_rows=tuple(sorted(rows)),
+    )
+
+
+def _to_edit(edit: NodeEdit, positions, module: cst.Module, text: str) -> Edit:
+    content = edit.content if isinstance(edit.content, str) else module.code_for_node(edit.content)
+    if isinstance(edit.node, cst.Module):
+        start = end = Location(1, 1)
+    else:
+        span = positions[edit.node]
+        start, end = _loc(span.start), _loc(span.end)
+    if edit.mode == INSERT_BEFORE:
+        return Edit(start, start, content)
+    if edit.mode == INSERT_AFTER:
+        return Edit(end, end, content)
+    if edit.mode == DELETE_LINES:
+        return Edit(Location(start.row, 1), Location(end.row + 1, 1), content)
+    return Edit(start, end, content)

@@ -1,0 +1,51 @@
+"""Stage 8: turn diagnostics into text. Reporters know nothing of libcst: they take a list of
+``Diagnostic`` and a ``ReportContext`` and return a string.
+
+Each format is one module exposing ``render(diagnostics, context) -> str``; register it here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+from torchlint.diagnostics import Diagnostic
+
+# format name -> module implementing ``render``
+FORMATS: Dict[str, str] = {
+    "full": "torchlint.reporters.full",
+    "concise": "torchlint.reporters.concise",
+    "json": "torchlint.reporters.json",
+}
+
+# Formats for people: a summary line goes to stderr after them.
+HUMAN_FORMATS = frozenset({"full", "concise", "grouped"})
+
+
+@dataclass
+class ReportContext:
+    files_checked: int = 0
+    #: Source text of files with findings (for code frames).
+    sources: Dict[str, str] = field(default_factory=dict)
+    color: bool = False
+    #: Folder paths in reports are relative to (SARIF, GitHub).
+    root: str = "."
+    #: Whether fixes may be shown as available with --unsafe-fixes.
+    unsafe_fixes: bool = False
+
+
+def get_renderer(fmt: str) -> Callable[[Sequence[Diagnostic], ReportContext], str]:
+    return importlib.import_module(FORMATS[fmt]).render
+
+
+def summary(diagnostics: Sequence[Diagnostic], files_checked: int) -> str:
+    files = f"{files_checked} file{'s' if files_checked != 1 else ''} checked"
+    if not diagnostics:
+        return f"All checks passed! ({files})"
+    counts: Dict[str, int] = {}
+    for d in diagnostics:
+        counts[d.code] = counts.get(d.code, 0) + 1
+    per_code = ", ".join(f"{code}: {n}" for code, n in sorted(counts.items()))
+    n = len(diagnostics)
+    return f"Found {n} finding{'s' if n != 1 else ''} ({per_code}) in {files}."

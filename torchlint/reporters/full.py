@@ -1,0 +1,72 @@
+"""The default human format: each finding with a code frame of the offending lines, the span
+underlined, the rule name and the fix hint. Colour only on a terminal (NO_COLOR/FORCE_COLOR)."""
+
+from __future__ import annotations
+
+import io
+from typing import Sequence
+
+from torchlint.diagnostics import Diagnostic
+from torchlint.locator import Locator
+
+CONTEXT_LINES = 1
+MAX_FRAME_LINES = 8
+
+
+def _frame(d: Diagnostic, locator: Locator, text_cls):
+    first = max(1, d.location.row - CONTEXT_LINES)
+    last_span = d.end_location.row if d.end_location.column > 1 or d.end_location.row == d.location.row else d.end_location.row - 1
+    last = min(locator.line_count, last_span + CONTEXT_LINES, first + MAX_FRAME_LINES)
+    width = len(str(last))
+    out = text_cls()
+    for row in range(first, last + 1):
+        line = locator.line(row).expandtabs(1)
+        out.append(f" {row:>{width}} | ", style="blue")
+        in_span = d.location.row <= row <= last_span
+        out.append(line + "\n", style="" if in_span else "dim")
+        if in_span:
+            start = d.location.column if row == d.location.row else len(line) - len(line.lstrip()) + 1
+            end = d.end_location.column if row == d.end_location.row else len(line) + 1
+            caret = max(1, end - start)
+            out.append(f" {'':>{width}} | ", style="blue")
+            out.append(" " * (start - 1) + "^" * caret, style="bold red")
+            if row == last_span:
+                out.append(f" {d.code}", style="bold red")
+            out.append("\n")
+    return out
+
+
+def render(diagnostics: Sequence[Diagnostic], context) -> str:
+    from rich.console import Console
+    from rich.text import Text
+
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        force_terminal=context.color,
+        no_color=not context.color,
+        color_system="standard" if context.color else None,
+        width=120,
+        highlight=False,
+        soft_wrap=True,
+    )
+    locators = {}
+    for d in diagnostics:
+        header = Text()
+        header.append(f"{d.path}:{d.location.row}:{d.location.column}: ", style="bold")
+        header.append(d.code, style="bold red")
+        header.append(f" [{d.name}] ", style="cyan")
+        header.append(d.message)
+        console.print(header)
+        text = context.sources.get(d.path)
+        if text is not None:
+            locator = locators.get(d.path) or locators.setdefault(d.path, Locator(text))
+            console.print(_frame(d, locator, Text), end="")
+        if d.fix is not None:
+            hint = Text()
+            label = "Fix" if d.fix.applicability == "safe" else "Unsafe fix"
+            hint.append(f"  = help: {d.fix.message}", style="green")
+            hint.append(f" ({label.lower()}{'' if d.fix.applicability == 'safe' else ', use --unsafe-fixes'})", style="dim")
+            console.print(hint)
+        console.print()
+    return buffer.getvalue()

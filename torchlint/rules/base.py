@@ -1,0 +1,47 @@
+"""The base class every rule derives from.
+
+A rule is one class: its code, name, message, the tokens it cannot fire without (for the
+prefilter), its fix safety and its options all sit at the top, and its ``visit_<Node>`` /
+``leave_<Node>`` methods are called by the engine's single pass over the tree.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Tuple
+
+import libcst as cst
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.context import FileContext, FixSpec
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    #: One line: what the rule flags (rule tables, SARIF shortDescription).
+    summary: ClassVar[str]
+    #: Default message; says what to do instead.
+    message: ClassVar[str]
+    #: Prefilter: every group must have at least one token present in the file's text.
+    requires: ClassVar[Tuple[Tuple[str, ...], ...]] = ()
+    #: "safe", "unsafe" or None when the rule offers no fix (each fix also carries its own).
+    fix_applicability: ClassVar[Optional[str]] = None
+    #: Per-rule options and their defaults, set under [tool.torchlint.rules.<code>].
+    options: ClassVar[Dict[str, Any]] = {}
+
+    def __init__(self, ctx: "FileContext") -> None:
+        self.ctx = ctx
+        self.opts: Dict[str, Any] = {**self.options, **ctx.settings.rule_options.get(self.code, {})}
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: Optional[str] = None,
+        fix: Optional["FixSpec"] = None,
+    ) -> None:
+        self.ctx.report(self, node, message or self.message, fix)
+
+    @classmethod
+    def may_fire(cls, text: str) -> bool:
+        """The prefilter: False only when the rule cannot possibly fire on ``text``."""
+        return all(any(token in text for token in group) for group in cls.requires)

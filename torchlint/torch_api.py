@@ -1,0 +1,73 @@
+"""What torchlint knows about torch's API, in one place.
+
+Tests check these tables against ``inspect.signature`` of an installed torch, so the linter itself
+never needs torch at run time.
+"""
+
+from __future__ import annotations
+
+# Public spellings that reach the same object; the right-hand side is what rules compare against.
+CANONICAL_NAMES = {
+    "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
+    "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.data_parallel.data_parallel": "torch.nn.parallel.data_parallel",
+    "torch.nn.parallel.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.autograd.anomaly_mode.detect_anomaly": "torch.autograd.detect_anomaly",
+    "torch.autograd.anomaly_mode.set_detect_anomaly": "torch.autograd.set_detect_anomaly",
+    "torch.autograd.profiler.emit_nvtx": "torch.autograd.profiler.emit_nvtx",
+    "torch.cuda.memory.empty_cache": "torch.cuda.empty_cache",
+}
+
+# Module paths whose public members are re-exported one level up (torch.nn.modules.conv.Conv2d).
+CANONICAL_PREFIXES = (
+    ("torch.nn.modules.conv.", "torch.nn."),
+    ("torch.nn.modules.batchnorm.", "torch.nn."),
+    ("torch.nn.modules.container.", "torch.nn."),
+    ("torch.nn.modules.", "torch.nn."),
+)
+
+# Names that `from <module> import *` is known to bring in, so star imports still resolve.
+STAR_EXPORTS = {
+    "torch": {"zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "tensor",
+              "rand", "randn", "randint", "randperm", "normal", "zeros_like", "ones_like",
+              "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "as_tensor"},
+    "torch.nn": {"Conv1d", "Conv2d", "Conv3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+                 "Sequential", "DataParallel", "Module"},
+    "torch.utils.data": {"DataLoader"},
+}
+
+DATALOADER = "torch.utils.data.DataLoader"
+# Parameter order of torch.utils.data.DataLoader.__init__ (checked against torch in the tests).
+DATALOADER_PARAMS = (
+    "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",
+    "pin_memory", "drop_last", "timeout", "worker_init_fn", "multiprocessing_context",
+    "generator", "prefetch_factor", "persistent_workers", "pin_memory_device", "in_order",
+)
+
+# Tensor constructors whose result does not depend on the device it is built on.
+DETERMINISTIC_FACTORIES = frozenset({
+    "zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye",
+    "tensor", "empty_strided", "tril_indices", "triu_indices",
+})
+# Random constructors: building them on another device draws from another generator.
+RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal", "bernoulli"})
+TENSOR_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+
+CONV_CLASSES = frozenset({"torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d"})
+BATCHNORM_CLASSES = frozenset({"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d"})
+
+HOST_SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
+
+DEFAULT_TORCH_VERSION = (2, 13)
+
+
+def canonical_name(qualified: str) -> str:
+    name = CANONICAL_NAMES.get(qualified)
+    if name is not None:
+        return name
+    for prefix, replacement in CANONICAL_PREFIXES:
+        if qualified.startswith(prefix):
+            return replacement + qualified[len(prefix):]
+    return qualified
