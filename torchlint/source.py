@@ -9,8 +9,12 @@ from __future__ import annotations
 import codecs
 import io
 import os
+import re
 import tokenize
 from dataclasses import dataclass
+
+
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+", re.MULTILINE)
 
 
 class UnreadableFile(Exception):
@@ -36,15 +40,23 @@ def decode_source(data: bytes, path: str = "<stdin>") -> SourceFile:
     bom = data.startswith(codecs.BOM_UTF8)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # unknown codec or BOM/cookie conflict
-        raise UnreadableFile(f"bad encoding declaration: {exc}") from None
+    except SyntaxError as exc:
+        if _COOKIE.search(b"\n".join(data.splitlines()[:2])):  # unknown codec, BOM/cookie conflict
+            raise UnreadableFile(f"bad encoding declaration: {exc}") from None
+        encoding = "utf-8"  # no declaration: the first lines are not UTF-8; say where below
     if encoding == "utf-8-sig":
         encoding = "utf-8"
     body = data[len(codecs.BOM_UTF8):] if bom else data
     try:
         text = body.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as exc:
-        raise UnreadableFile(f"cannot decode as {encoding}: {exc.__class__.__name__}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        row = body.count(b"\n", 0, exc.start) + 1
+        raise UnreadableFile(
+            f"cannot decode as {encoding} (line {row}: {exc.reason}); save it as UTF-8 "
+            "or declare its encoding (PEP 263)"
+        ) from None
+    except LookupError as exc:
+        raise UnreadableFile(f"unknown encoding: {exc}") from None
     return SourceFile(path=path, text=text, encoding=encoding, bom=bom)
 
 
