@@ -135,8 +135,13 @@ def run_check(argv: Sequence[str]) -> int:
             return fixer.run_fix(files, resolver, args)
         from torchlint.runner import lint_paths
 
-        result = lint_paths(files, resolver, jobs=args.jobs)
-        return report(result, args, resolver)
+        cache = None
+        if not args.no_cache:
+            from torchlint.cache import open_cache
+
+            cache = open_cache(resolver.default, args.cache_dir)
+        result = lint_paths(files, resolver, jobs=args.jobs, cache=cache)
+        return report(result, args, resolver, checked_paths=files)
     except ConfigError as exc:
         print(f"torchlint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -166,10 +171,10 @@ def _run_stdin(args, resolver) -> int:
     result = RunResult(diagnostics=diagnostics, files_checked=1, sources={name: source.text})
     if error:
         result.errors.append(error)
-    return report(result, args, resolver)
+    return report(result, args, resolver, checked_paths=[name])
 
 
-def report(result, args, resolver, fixed_note: Optional[str] = None) -> int:
+def report(result, args, resolver, fixed_note: Optional[str] = None, checked_paths: Sequence[str] = ()) -> int:
     """Print the findings in the chosen format; return the exit code they call for."""
     from torchlint.reporters import HUMAN_FORMATS, ReportContext, get_renderer, summary
 
@@ -180,6 +185,8 @@ def report(result, args, resolver, fixed_note: Optional[str] = None) -> int:
         color=use_color(sys.stdout) and not args.output_file,
         root=resolver.default.root,
         unsafe_fixes=args.unsafe_fixes,
+        output_format=fmt,
+        checked_paths=checked_paths,
     )
     if args.statistics:
         from torchlint.reporters.statistics import render as render_statistics

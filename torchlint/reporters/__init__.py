@@ -17,6 +17,11 @@ FORMATS: Dict[str, str] = {
     "full": "torchlint.reporters.full",
     "concise": "torchlint.reporters.concise",
     "json": "torchlint.reporters.json",
+    "json-lines": "torchlint.reporters.json_lines",
+    "sarif": "torchlint.reporters.sarif",
+    "github": "torchlint.reporters.github",
+    "grouped": "torchlint.reporters.grouped",
+    "junit": "torchlint.reporters.junit",
 }
 
 # Formats for people: a summary line goes to stderr after them.
@@ -33,6 +38,10 @@ class ReportContext:
     root: str = "."
     #: Whether fixes may be shown as available with --unsafe-fixes.
     unsafe_fixes: bool = False
+    #: The --output-format asked for (``--statistics`` renders JSON for json formats).
+    output_format: str = "full"
+    #: Every file linted, when known (JUnit reports clean files as passing test cases).
+    checked_paths: Sequence[str] = ()
 
 
 def get_renderer(fmt: str) -> Callable[[Sequence[Diagnostic], ReportContext], str]:
