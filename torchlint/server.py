@@ -1,0 +1,540 @@
+"""``torchlint server``: a Language Server over stdio (pygls + lsprotocol, ``torchlint[lsp]``).
+
+Diagnostics are published on open, save and (debounced) change; each finding's fix is a
+``quickfix`` code action, and ``source.fixAll.torchlint`` applies every safe fix to a fixed
+point. Settings come from the nearest ``pyproject.toml`` (``SettingsResolver``, rooted at the
+workspace) and are reloaded when a ``pyproject.toml`` changes. Notebooks are not supported.
+
+The module imports without pygls, so ``torchlint server`` can say how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Edit, Fix, Location
+from torchlint.locator import Locator
+
+SOURCE = "torchlint"
+FIX_ALL_KIND = "source.fixAll.torchlint"
+FIX_ALL_TITLE = "Fix all torchlint findings"
+DEFAULT_DEBOUNCE_MS = 150
+# Engine findings (the file cannot be parsed or read) are errors; rule findings are warnings.
+ERROR_CODES = frozenset({"TL001", "TL002"})
+PYTHON_SUFFIXES = (".py", ".pyi")
+# Editors send notebook cells as text documents with these schemes; notebooks are out of scope.
+NOTEBOOK_SCHEMES = ("vscode-notebook-cell", "notebook-cell")
+MAX_FIX_PASSES = 10
+
+logger = logging.getLogger("torchlint.server")
+
+
+# -- positions: our 1-based character columns <-> LSP 0-based lines and code units ------------
+
+def code_units(text: str, encoding: str) -> int:
+    """Length of ``text`` in the negotiated position encoding (LSP's default is UTF-16)."""
+    if encoding == "utf-32":
+        return len(text)
+    if encoding == "utf-8":
+        return len(text.encode("utf-8", "surrogatepass"))
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+class PositionMap:
+    """Converts ``Location``s and offsets of one text to LSP ``(line, character)`` pairs."""
+
+    def __init__(self, text: str, encoding: str = "utf-16") -> None:
+        self.text = text
+        self.encoding = encoding
+        self.locator = Locator(text)
+
+    def from_offset(self, offset: int) -> Tuple[int, int]:
+        offset = max(0, min(offset, len(self.text)))
+        loc = self.locator.location(offset)
+        start = self.locator.line_starts[loc.row - 1]
+        return loc.row - 1, code_units(self.text[start:offset], self.encoding)
+
+    def from_location(self, row: int, column: int) -> Tuple[int, int]:
+        """``row``/``column`` 1-based, columns in characters; rows past the end clamp to it."""
+        return self.from_offset(self.locator.offset(Location(row, column)))
+
+    def range(self, start: Location, end: Location) -> dict:
+        """An LSP ``Range`` as JSON (it travels in a diagnostic's ``data`` as is)."""
+        (l1, c1), (l2, c2) = self.from_location(start.row, start.column), self.from_location(end.row, end.column)
+        return {"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}}
+
+
+# -- fixes -------------------------------------------------------------------------------------
+# Kept here, apart from the protocol code, until fixer.py offers a text-level function to call.
+
+def effective_applicability(diagnostic: Diagnostic, settings) -> Optional[str]:
+    """SAFE / UNSAFE after ``extend-safe-fixes`` / ``extend-unsafe-fixes``; None when the finding
+    has no fix or its code is not ``fixable``."""
+    fix = diagnostic.fix
+    if fix is None or diagnostic.code not in settings.fixable_codes:
+        return None
+    if diagnostic.code in settings.demoted_unsafe:
+        return UNSAFE
+    if diagnostic.code in settings.promoted_safe:
+        return SAFE
+    return fix.applicability
+
+
+def _non_overlapping(locator: Locator, fixes: Sequence[Fix]) -> List[Edit]:
+    """Edits of the fixes that do not overlap an earlier fix; the rest wait for the next pass."""
+    taken: List[Tuple[int, int]] = []
+    chosen: List[Edit] = []
+    for fix in fixes:
+        spans = [(locator.offset(e.location), locator.offset(e.end_location)) for e in fix.edits]
+        if any(s < te and ts < e or s == e == ts == te for s, e in spans for ts, te in taken):
+            continue
+        taken.extend(spans)
+        chosen.extend(fix.edits)
+    return chosen
+
+
+def fix_all_text(text: str, path: str, settings) -> str:
+    """``text`` with every safe, fixable fix applied, re-linting until nothing changes."""
+    from torchlint.edits import OverlappingEdits, apply_edits
+    from torchlint.engine import lint_source
+
+    for _ in range(MAX_FIX_PASSES):
+        diagnostics = lint_source(text, path, settings)
+        fixes = [d.fix for d in diagnostics if effective_applicability(d, settings) == SAFE]
+        if not fixes:
+            break
+        fixes.sort(key=lambda f: min(e.location for e in f.edits))
+        try:
+            new_text = apply_edits(text, _non_overlapping(Locator(text), fixes))
+        except OverlappingEdits:  # one fix's own edits overlap: give up rather than guess
+            break
+        if new_text == text:
+            break
+        text = new_text
+    return text
+
+
+def minimal_replacement(old: str, new: str) -> Tuple[int, int, str]:
+    """One replacement ``(start, end, content)`` turning ``old`` into ``new``: the changed middle,
+    never splitting a ``\\r\\n``."""
+    limit = min(len(old), len(new))
+    start = 0
+    while start < limit and old[start] == new[start]:
+        start += 1
+    if 0 < start < len(old) and old[start - 1] == "\r" and old[start] == "\n":
+        start -= 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    if 0 < end_old < len(old) and old[end_old - 1] == "\r" and old[end_old] == "\n":
+        end_old += 1
+        end_new += 1
+    return start, end_old, new[start:end_new]
+
+
+# -- lint results ------------------------------------------------------------------------------
+
+@dataclass
+class LintResult:
+    version: Optional[int]
+    text: str
+    diagnostics: List[Diagnostic]
+    settings: Any
+    path: str
+    config_error: Optional[str] = None
+    internal_error: Optional[str] = None
+
+
+@dataclass
+class DocumentTarget:
+    """Where a document's settings come from: a file path, or the workspace default."""
+
+    path: str
+    on_disk: bool
+
+
+def document_target(uri: str, language_id: Optional[str]) -> Optional[DocumentTarget]:
+    """The path to lint ``uri`` as, or None when torchlint has nothing to say about it."""
+    from pygls.uris import to_fs_path, uri_scheme
+
+    scheme = uri_scheme(uri) or ""
+    if scheme in NOTEBOOK_SCHEMES:
+        return None
+    if scheme == "file":
+        path = to_fs_path(uri) or ""
+        if path.endswith(PYTHON_SUFFIXES) or (language_id == "python" and not path.endswith(".toml")):
+            return DocumentTarget(path, True)
+        return None
+    if language_id not in (None, "python"):
+        return None
+    # untitled:Untitled-1, and editors' virtual schemes: lint with the workspace's settings.
+    name = uri.rsplit("/", 1)[-1].split(":", 1)[-1] or "untitled"
+    if not name.endswith(PYTHON_SUFFIXES):
+        name += ".py"
+    return DocumentTarget(name, False)
+
+
+@dataclass
+class Session:
+    """Server state that is not protocol: settings, open documents' languages, last results,
+    pending lints, and which errors the user has already been shown."""
+
+    root: str
+    debounce: float
+    encoding: str = "utf-16"
+    resolver: Any = None
+    languages: Dict[str, Optional[str]] = field(default_factory=dict)
+    results: Dict[str, LintResult] = field(default_factory=dict)
+    pending: Dict[str, "asyncio.Task"] = field(default_factory=dict)
+    shown_errors: Set[str] = field(default_factory=set)
+    config_error: Optional[str] = None
+    executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "torchlint-lint"))
+
+    def reload(self) -> None:
+        """A fresh resolver (pyproject.toml changed); a bad config is remembered, not raised."""
+        from torchlint.config import ConfigError, SettingsResolver
+
+        self.shown_errors.clear()
+        self.config_error = None
+        try:
+            self.resolver = SettingsResolver(cwd=self.root)
+        except ConfigError as exc:
+            self.config_error = str(exc)
+            self.resolver = SettingsResolver(cwd=self.root, isolated=True)
+
+    def default_settings(self):
+        from torchlint.config import Settings
+
+        return Settings(root=self.root)
+
+    def settings_for(self, target: DocumentTarget):
+        """Settings for ``target``, or the defaults and the config error that forced them."""
+        from torchlint.config import ConfigError
+
+        if self.config_error:
+            return self.default_settings(), self.config_error
+        try:
+            settings = self.resolver.for_path(target.path) if target.on_disk else self.resolver.default
+            settings.enabled_codes  # bad codes in the config raise here, not mid-lint
+            return settings, None
+        except ConfigError as exc:
+            return self.default_settings(), str(exc)
+
+    def lint(self, uri: str, version: Optional[int], text: str) -> Optional[LintResult]:
+        """Runs on the lint thread."""
+        from torchlint.engine import lint_source
+
+        target = document_target(uri, self.languages.get(uri))
+        if target is None:
+            return None
+        settings, config_error = self.settings_for(target)
+        if target.on_disk and settings.is_excluded(target.path):
+            return LintResult(version, text, [], settings, target.path, config_error)
+        try:
+            diagnostics = lint_source(text, target.path, settings)
+        except Exception as exc:  # a rule bug must not take the server down
+            logger.exception("internal error linting %s", uri)
+            return LintResult(
+                version, text, [], settings, target.path, config_error,
+                f"torchlint: internal error on {target.path}: {exc.__class__.__name__}: {exc}",
+            )
+        return LintResult(version, text, diagnostics, settings, target.path, config_error)
+
+    def fix_all(self, uri: str, text: str) -> Optional[str]:
+        target = document_target(uri, self.languages.get(uri))
+        if target is None:
+            return None
+        settings, _ = self.settings_for(target)
+        if target.on_disk and settings.is_excluded(target.path):
+            return None
+        return fix_all_text(text, target.path, settings)
+
+
+# -- the protocol ------------------------------------------------------------------------------
+
+def _kind_wanted(kind: str, only: Optional[Sequence[str]]) -> bool:
+    """LSP kinds are hierarchical: asking for ``source`` includes ``source.fixAll.torchlint``."""
+    return not only or any(kind == k or kind.startswith(k + ".") for k in only)
+
+
+def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
+    from lsprotocol import types as lsp
+    from pygls.lsp.server import LanguageServer
+
+    from torchlint import __version__
+
+    server = LanguageServer("torchlint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+    session = Session(root=os.getcwd(), debounce=debounce_ms / 1000.0)
+    server.torchlint_session = session  # for tests and debugging
+
+    def show_once(message: str, kind=lsp.MessageType.Error) -> None:
+        if message in session.shown_errors:
+            return
+        session.shown_errors.add(message)
+        server.window_show_message(lsp.ShowMessageParams(type=kind, message=message))
+
+    def lsp_range(json_range: dict) -> "lsp.Range":
+        start, end = json_range["start"], json_range["end"]
+        return lsp.Range(lsp.Position(start["line"], start["character"]), lsp.Position(end["line"], end["character"]))
+
+    def to_lsp(d: Diagnostic, pm: PositionMap, result: LintResult) -> "lsp.Diagnostic":
+        data: Dict[str, Any] = {"version": result.version}
+        applicability = effective_applicability(d, result.settings)
+        if applicability is not None:
+            data["fix"] = {
+                "applicability": applicability,
+                "message": d.fix.message,
+                "edits": [
+                    {"range": pm.range(e.location, e.end_location), "newText": e.content}
+                    for e in d.fix.edits
+                ],
+            }
+        return lsp.Diagnostic(
+            range=lsp_range(pm.range(d.location, d.end_location)),
+            severity=lsp.DiagnosticSeverity.Error if d.code in ERROR_CODES else lsp.DiagnosticSeverity.Warning,
+            code=d.code,
+            code_description=lsp.CodeDescription(href=d.url),
+            source=SOURCE,
+            message=d.message,
+            data=data,
+        )
+
+    def publish(uri: str, result: LintResult) -> None:
+        if result.config_error:
+            show_once(f"torchlint: {result.config_error} (using default settings until it is fixed)")
+        if result.internal_error:
+            show_once(result.internal_error)
+        pm = PositionMap(result.text, session.encoding)
+        session.results[uri] = result
+        server.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=uri, version=result.version, diagnostics=[to_lsp(d, pm, result) for d in result.diagnostics])
+        )
+
+    async def lint_later(uri: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            doc = server.workspace.get_text_document(uri)
+        except Exception:
+            return
+        version, text = doc.version, doc.source
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(session.executor, session.lint, uri, version, text)
+        if result is None or session.pending.get(uri) is not asyncio.current_task():
+            return
+        session.pending.pop(uri, None)
+        if uri not in session.languages or server.workspace.get_text_document(uri).version != version:
+            return  # closed or edited meanwhile: a newer lint is on its way
+        publish(uri, result)
+
+    def schedule(uri: str, delay: float) -> None:
+        if uri not in session.languages:
+            return
+        previous = session.pending.get(uri)
+        if previous is not None:
+            previous.cancel()
+        session.pending[uri] = asyncio.ensure_future(lint_later(uri, delay))
+
+    def relint_all() -> None:
+        for uri in list(session.languages):
+            schedule(uri, 0)
+
+    def is_pyproject(uri: str) -> bool:
+        return uri.endswith("/pyproject.toml")
+
+    @server.feature(lsp.INITIALIZE)
+    def initialize(params: lsp.InitializeParams) -> None:
+        root = server.workspace.root_path
+        if not root and params.workspace_folders:
+            from pygls.uris import to_fs_path
+
+            root = to_fs_path(params.workspace_folders[0].uri)
+        session.root = root or os.getcwd()
+        encoding = server.workspace.position_encoding or "utf-16"
+        session.encoding = getattr(encoding, "value", encoding)
+        session.reload()
+
+    @server.feature(lsp.INITIALIZED)
+    def initialized(params: lsp.InitializedParams) -> None:
+        caps = server.client_capabilities.workspace
+        watched = caps.did_change_watched_files if caps else None
+        if watched and watched.dynamic_registration:
+            options = lsp.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[lsp.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+            )
+            server.client_register_capability(
+                lsp.RegistrationParams([lsp.Registration("torchlint-pyproject", lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, options)])
+            )
+        if session.config_error:
+            show_once(f"torchlint: {session.config_error} (using default settings until it is fixed)")
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        if document_target(doc.uri, doc.language_id) is None:
+            return
+        session.languages[doc.uri] = doc.language_id
+        schedule(doc.uri, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
+        schedule(params.text_document.uri, session.debounce)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
+    def did_save(params: lsp.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if is_pyproject(uri):
+            session.reload()
+            relint_all()
+        else:
+            schedule(uri, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        task = session.pending.pop(uri, None)
+        if task is not None:
+            task.cancel()
+        session.results.pop(uri, None)
+        if session.languages.pop(uri, "absent") != "absent":
+            server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(params: lsp.DidChangeWatchedFilesParams) -> None:
+        if any(is_pyproject(change.uri) for change in params.changes):
+            session.reload()
+            relint_all()
+
+    def workspace_edit(uri: str, version: Optional[int], edits: List["lsp.TextEdit"]) -> "lsp.WorkspaceEdit":
+        caps = server.client_capabilities.workspace
+        if caps and caps.workspace_edit and caps.workspace_edit.document_changes:
+            return lsp.WorkspaceEdit(document_changes=[
+                lsp.TextDocumentEdit(lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits)
+            ])
+        return lsp.WorkspaceEdit(changes={uri: edits})
+
+    def quick_fixes(uri: str, version: Optional[int], diagnostics: Sequence["lsp.Diagnostic"]) -> List["lsp.CodeAction"]:
+        actions = []
+        for diagnostic in diagnostics:
+            if diagnostic.source != SOURCE or not isinstance(diagnostic.data, dict):
+                continue
+            fix = diagnostic.data.get("fix")
+            if not fix or diagnostic.data.get("version") != version:
+                continue  # no fix, or found in an older text: the edits would land in the wrong place
+            edits = [
+                lsp.TextEdit(lsp_range(e["range"]), e["newText"])
+                for e in fix["edits"]
+            ]
+            unsafe = fix["applicability"] != SAFE
+            actions.append(lsp.CodeAction(
+                title=f"{fix['message']} (unsafe)" if unsafe else fix["message"],
+                kind=lsp.CodeActionKind.QuickFix,
+                diagnostics=[diagnostic],
+                is_preferred=not unsafe,
+                edit=workspace_edit(uri, version, edits),
+            ))
+        return actions
+
+    def has_safe_fix(uri: str, version: Optional[int]) -> bool:
+        result = session.results.get(uri)
+        return bool(result and result.version == version and any(
+            effective_applicability(d, result.settings) == SAFE for d in result.diagnostics
+        ))
+
+    async def fix_all_action(uri: str) -> Optional["lsp.CodeAction"]:
+        doc = server.workspace.get_text_document(uri)
+        version, text = doc.version, doc.source
+        loop = asyncio.get_running_loop()
+        fixed = await loop.run_in_executor(session.executor, session.fix_all, uri, text)
+        if fixed is None or fixed == text:
+            return None
+        start, end, content = minimal_replacement(text, fixed)
+        pm = PositionMap(text, session.encoding)
+        edit = lsp.TextEdit(lsp.Range(lsp.Position(*pm.from_offset(start)), lsp.Position(*pm.from_offset(end))), content)
+        return lsp.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL_KIND, edit=workspace_edit(uri, version, [edit]))
+
+    def lazy_edits() -> bool:
+        caps = server.client_capabilities.text_document
+        support = caps and caps.code_action and caps.code_action.resolve_support
+        return bool(support and "edit" in support.properties)
+
+    @server.feature(
+        lsp.TEXT_DOCUMENT_CODE_ACTION,
+        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True),
+    )
+    async def code_action(params: lsp.CodeActionParams) -> Optional[List[lsp.CodeAction]]:
+        uri = params.text_document.uri
+        if uri not in session.languages:
+            return None
+        version = server.workspace.get_text_document(uri).version
+        only = params.context.only
+        actions: List[lsp.CodeAction] = []
+        if _kind_wanted(lsp.CodeActionKind.QuickFix, only):
+            actions.extend(quick_fixes(uri, version, params.context.diagnostics))
+        # Unasked (the light bulb), offer fix-all only when there is something safe to fix.
+        if (only and _kind_wanted(FIX_ALL_KIND, only)) or (not only and has_safe_fix(uri, version)):
+            if lazy_edits():
+                actions.append(lsp.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL_KIND, data={"uri": uri, "version": version}))
+            else:
+                action = await fix_all_action(uri)
+                if action is not None:
+                    actions.append(action)
+        return actions or None
+
+    @server.feature(lsp.CODE_ACTION_RESOLVE)
+    async def code_action_resolve(action: lsp.CodeAction) -> lsp.CodeAction:
+        data = action.data if isinstance(action.data, dict) else {}
+        uri = data.get("uri")
+        if action.kind != FIX_ALL_KIND or uri not in session.languages:
+            return action
+        resolved = await fix_all_action(uri)
+        action.edit = resolved.edit if resolved else lsp.WorkspaceEdit(changes={uri: []})
+        return action
+
+    @server.feature(lsp.SHUTDOWN)
+    def shutdown(params: Any = None) -> None:
+        for task in session.pending.values():
+            task.cancel()
+        session.pending.clear()
+        session.executor.shutdown(wait=False, cancel_futures=True)
+
+    return server
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from torchlint.cli import _Parser
+
+    p = _Parser(prog="torchlint server", description="Run the torchlint language server over stdio.")
+    p.add_argument("--debounce-ms", type=int, default=DEFAULT_DEBOUNCE_MS, metavar="MS",
+                   help=f"wait this long after the last edit before linting (default: {DEFAULT_DEBOUNCE_MS})")
+    p.add_argument("--log-file", metavar="PATH", help="write the server's log here (default: stderr)")
+    p.add_argument("--verbose", action="store_true", help="log debug messages")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(list(argv or []))
+    try:
+        import lsprotocol  # noqa: F401
+        import pygls.lsp.server  # noqa: F401  (pygls 2.x layout)
+    except ImportError:
+        print('torchlint: error: `torchlint server` needs pygls 2: pip install "torchlint[lsp]"', file=sys.stderr)
+        return 2
+    if args.debounce_ms < 0:
+        print("torchlint: error: --debounce-ms must not be negative", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        filename=args.log_file,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    create_server(args.debounce_ms).start_io()
+    return 0
