@@ -4,11 +4,11 @@ re-deriving them; each has tests in tests/test_analysis.py."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.torch_api import TENSOR_FACTORIES
+from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES, TENSOR_FACTORIES
 
 UNKNOWN = object()  # a value torchlint cannot know statically: rules stay silent on it
 
@@ -95,3 +95,102 @@ def method_call(node: cst.CSTNode) -> Optional[Tuple[cst.BaseExpression, str]]:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return node.func.value, node.func.attr.value
     return None
+
+
+# Names a device is usually held in: `device`, `self.device`, `args.device`, `rank`, `local_rank`.
+_DEVICE_NAMES = frozenset({"dev", "rank", "local_rank", "gpu", "gpu_id"})
+
+
+def is_accelerator_device(node: Optional[cst.BaseExpression], ctx) -> bool:
+    """Does ``node`` name a non-host device? ``"cuda:1"``, ``0``, ``torch.device(...)`` (not a
+    literal ``"cpu"``/``"meta"``), or a name like ``device``/``self.device``/``local_rank``.
+    Dtypes, tensors and other expressions answer False: unknown counts as not a device."""
+    if node is None:
+        return False
+    value = literal_value(node)
+    if isinstance(value, str):
+        return value.split(":", 1)[0] in ACCELERATOR_DEVICE_TYPES
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value >= 0  # an index on the current accelerator
+    if isinstance(node, cst.FormattedString):
+        first = node.parts[0] if node.parts else None
+        return isinstance(first, cst.FormattedStringText) and (
+            first.value.split(":", 1)[0] in ACCELERATOR_DEVICE_TYPES
+        )
+    if isinstance(node, cst.IfExp):  # "cuda" if torch.cuda.is_available() else "cpu"
+        return is_accelerator_device(node.body, ctx) or is_accelerator_device(node.orelse, ctx)
+    if isinstance(node, cst.Call) and ctx.resolve_call(node) == "torch.device":
+        first = get_arg(node, "type", 0)
+        if first is None:
+            return False
+        kind = literal_value(first.value)
+        return is_accelerator_device(first.value, ctx) if kind is not UNKNOWN else True
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        last = (node.attr if isinstance(node, cst.Attribute) else node).value.lower()
+        if "cpu" in last:
+            return False
+        return last.endswith("device") or last in _DEVICE_NAMES
+    return False
+
+
+def _separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace that follows a comma between this call's arguments (no comments)."""
+    ws = None
+    if len(call.args) >= 2 and isinstance(call.args[-2].comma, cst.Comma):
+        ws = call.args[-2].comma.whitespace_after
+    elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        ws = call.whitespace_before_args
+    if isinstance(ws, cst.ParenthesizedWhitespace):
+        return ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return cst.SimpleWhitespace(" ")
+
+
+def with_keyword_args(call: cst.Call, new: Sequence[Tuple[str, cst.BaseExpression]]) -> cst.Call:
+    """``call`` with ``keyword=value`` arguments appended, keeping its layout: one argument per
+    line stays one per line, and a trailing comma stays trailing."""
+    made = [
+        cst.Arg(
+            value=value,
+            keyword=cst.Name(keyword),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+            ),
+        )
+        for keyword, value in new
+    ]
+    if not made:
+        return call
+    args = list(call.args)
+    sep = cst.Comma(whitespace_after=_separator(call))
+    if not args:
+        space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        return call.with_changes(args=[a.with_changes(comma=space) for a in made[:-1]] + made[-1:])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):  # trailing comma: it moves to the new last argument
+        tail = {"comma": last.comma}
+        args[-1] = last.with_changes(comma=sep)
+    else:  # the whitespace before ")" moves to the new last argument
+        tail = {"whitespace_after_arg": last.whitespace_after_arg}
+        args[-1] = last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace(""))
+    made = [a.with_changes(comma=sep) for a in made[:-1]] + [made[-1].with_changes(**tail)]
+    return call.with_changes(args=args + made)
+
+
+def code_in_place(ctx, node: cst.CSTNode) -> str:
+    """Source for ``node`` (say, a replacement built with ``with_keyword_args``) as it prints at
+    the statement being visited: continuation lines inside brackets keep the enclosing blocks'
+    indentation, which ``Module.code_for_node`` (rendering at column 0) drops."""
+    from libcst._nodes.internal import CodegenState
+
+    indent = [
+        a.indent if a.indent is not None else ctx.module.default_indent
+        for a in ctx.ancestors
+        if isinstance(a, cst.IndentedBlock)
+    ]
+    state = CodegenState(
+        default_indent=ctx.module.default_indent,
+        default_newline=ctx.module.default_newline,
+        indent_tokens=indent,
+    )
+    node._codegen(state)
+    return "".join(state.tokens)

@@ -54,6 +54,16 @@ DETERMINISTIC_FACTORIES = frozenset({
 # Random constructors: building them on another device draws from another generator.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal", "bernoulli"})
 TENSOR_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+# Factories that take `device=`: torch.bernoulli never does, torch.normal only in its
+# (mean: float, std: float, size) form.
+DEVICE_FACTORIES = TENSOR_FACTORIES - {"bernoulli"}
+# Factories whose values are exact in every dtype: building in a dtype equals building then casting.
+DTYPE_EXACT_FACTORIES = frozenset({"zeros", "ones", "empty", "empty_strided", "eye"})
+# Parameter order of torch.Tensor.to(device, dtype, non_blocking, copy) and Tensor.cuda.
+TENSOR_TO_PARAMS = ("device", "dtype", "non_blocking", "copy")
+TENSOR_CUDA_PARAMS = ("device", "non_blocking")
+# Device types that are not the host (the part of "cuda:1" before the colon).
+ACCELERATOR_DEVICE_TYPES = frozenset({"cuda", "mps", "xpu", "hpu", "npu", "mtia", "xla", "privateuseone"})
 
 CONV_CLASSES = frozenset({"torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d"})
 BATCHNORM_CLASSES = frozenset({"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d"})

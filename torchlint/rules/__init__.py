@@ -10,6 +10,8 @@ from torchlint.rules.base import Rule
 
 RULE_MODULES = (
     "torchlint.rules.parallel",
+    "torchlint.rules.dataloader",
+    "torchlint.rules.device",
 )
 
 # Codes the engine itself reports; they are not rules (no visitor) but can be selected/ignored.
