@@ -66,6 +66,12 @@ TENSOR_CUDA_PARAMS = ("device", "non_blocking")
 ACCELERATOR_DEVICE_TYPES = frozenset({"cuda", "mps", "xpu", "hpu", "npu", "mtia", "xla", "privateuseone"})
 
 CONV_CLASSES = frozenset({"torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d"})
+# Parameter order of torch.nn.Conv1d/2d/3d.__init__ (checked against torch in the tests).
+CONV_PARAMS = (
+    "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias",
+    "padding_mode", "device", "dtype",
+)
+CONV_BIAS_POSITION = CONV_PARAMS.index("bias")
 BATCHNORM_CLASSES = frozenset({"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d"})
 
 HOST_SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})

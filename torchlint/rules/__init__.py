@@ -12,6 +12,8 @@ RULE_MODULES = (
     "torchlint.rules.parallel",
     "torchlint.rules.dataloader",
     "torchlint.rules.device",
+    "torchlint.rules.batchnorm",
+    "torchlint.rules.zero_grad",
 )
 
 # Codes the engine itself reports; they are not rules (no visitor) but can be selected/ignored.

@@ -1,0 +1,209 @@
+"""TL4xx: gradient bookkeeping."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import enclosing_function, get_arg, has_star_args, literal_value, method_call
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import UNSAFE
+from torchlint.rules.base import Rule
+
+# `set_to_none` became the default of Optimizer/Module.zero_grad in 2.0; it exists since 1.7.
+SET_TO_NONE_DEFAULT = (2, 0)
+SET_TO_NONE_ADDED = (1, 7)
+_CUDA_GRAPH_CAPTURE = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
+
+
+class ZeroGradSetToNone(Rule):
+    """Flags zeroing gradients in place where setting them to ``None`` would do.
+
+    ``zero_grad(set_to_none=False)`` (and ``zero_grad(False)``) launch a memset per parameter and
+    keep every gradient allocated between steps; with ``set_to_none=True`` the next backward
+    writes fresh gradients instead of accumulating into zeros. A plain ``zero_grad()`` is flagged
+    only when the target torch is older than 2.0, where the default was still ``False``. Manual
+    loops (``for p in model.parameters(): p.grad.zero_()``) are flagged at the zeroing call.
+    Silent: ``set_to_none=True`` or an unknown value, code that implements ``zero_grad`` itself,
+    zeroing inside a ``torch.cuda.graph`` capture (grads must keep their addresses), and
+    ``.zero_()`` on anything that is not a loop variable's ``.grad``.
+    """
+
+    code = "TL401"
+    name = "zero-grad-set-to-none"
+    summary = "Gradients are zeroed in place instead of being set to `None`."
+    message = (
+        "`zero_grad(set_to_none=False)` fills every gradient with zeros each step; drop the argument "
+        "(the default `set_to_none=True` frees them and lets backward write fresh ones)."
+    )
+    requires = (("zero_",),)
+    fix_applicability = UNSAFE
+
+    def visit_Call(self, node: cst.Call) -> None:
+        target = method_call(node)
+        if target is None:
+            return
+        receiver, method = target
+        if method == "zero_grad":
+            self._check_zero_grad(node)
+        elif method == "zero_":
+            self._check_manual_loop(node, receiver)
+
+    # -- optimizer.zero_grad(...) / model.zero_grad(...) ---------------------------------------
+    def _check_zero_grad(self, node: cst.Call) -> None:
+        if self._implements_zero_grad() or self._in_graph_capture():
+            return
+        version = self.ctx.torch_version
+        arg = get_arg(node, "set_to_none", 0)
+        if arg is None:
+            if has_star_args(node) or node.args or version >= SET_TO_NONE_DEFAULT:
+                return
+            fix = None
+            if version >= SET_TO_NONE_ADDED:
+                new = node.with_changes(args=[cst.Arg(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_EQUAL)])
+                fix = FixSpec(UNSAFE, "Pass `set_to_none=True`", (NodeEdit(node, new),))
+            self.report(
+                node,
+                "`zero_grad()` zeroes gradients in place before torch 2.0; pass `set_to_none=True` "
+                "to free them instead.",
+                fix,
+            )
+            return
+        if literal_value(arg.value) is not False:
+            return  # True, or a value we cannot know
+        fix = None
+        if len(node.args) == 1:
+            if version >= SET_TO_NONE_DEFAULT:
+                new = node.with_changes(args=[], whitespace_before_args=cst.SimpleWhitespace(""))
+                fix = FixSpec(UNSAFE, "Remove `set_to_none=False`", (NodeEdit(node, new),))
+            else:
+                fix = FixSpec(
+                    UNSAFE, "Pass `set_to_none=True`", (NodeEdit(arg, arg.with_changes(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_EQUAL)),)
+                )
+        message = self.message if version >= SET_TO_NONE_DEFAULT else (
+            "`zero_grad(set_to_none=False)` fills every gradient with zeros each step; pass "
+            "`set_to_none=True` to free them instead."
+        )
+        self.report(node, message, fix)
+
+    # -- for p in model.parameters(): p.grad.zero_() -------------------------------------------
+    def _check_manual_loop(self, node: cst.Call, receiver: cst.BaseExpression) -> None:
+        if node.args:
+            return
+        if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+            receiver = receiver.value  # p.grad.data.zero_()
+        if not (
+            isinstance(receiver, cst.Attribute)
+            and receiver.attr.value == "grad"
+            and isinstance(receiver.value, cst.Name)
+        ):
+            return
+        variable = receiver.value.value
+        loop = self._loop_binding(variable)
+        if loop is None or self._implements_zero_grad() or self._in_graph_capture():
+            return
+        fix = None
+        replacement = _loop_replacement(loop, variable, self.ctx.torch_version)
+        if replacement is not None:
+            fix = FixSpec(UNSAFE, f"Replace the loop with `{replacement}`", (NodeEdit(loop, replacement),))
+        self.report(
+            node,
+            "Gradients are zeroed one parameter at a time; call `zero_grad()` (set_to_none=True) on the "
+            "module or optimizer, or set `p.grad = None`.",
+            fix,
+        )
+
+    def _loop_binding(self, variable: str) -> Optional[cst.For]:
+        """The innermost for-loop of this function whose target is ``variable``."""
+        for node in reversed(self.ctx.ancestors):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
+                if node.target.value == variable:
+                    return node
+        return None
+
+    # -- where zeroing in place is the point --------------------------------------------------
+    def _implements_zero_grad(self) -> bool:
+        function = enclosing_function(self.ctx)
+        return function is not None and function.name.value == "zero_grad"
+
+    def _in_graph_capture(self) -> bool:
+        for node in self.ctx.ancestors:
+            if isinstance(node, cst.With) and any(
+                self.ctx.resolve_call(item.item) in _CUDA_GRAPH_CAPTURE for item in node.items
+            ):
+                return True
+        return False
+
+
+_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _loop_replacement(loop: cst.For, variable: str, version: Tuple[int, int]) -> Optional[str]:
+    """``model.zero_grad()`` for exactly ``for p in model.parameters(): [if p.grad is not None:]
+    p.grad.zero_()`` (optionally with ``p.grad.detach_()`` / ``requires_grad_(False)`` first)."""
+    if version < SET_TO_NONE_ADDED or loop.orelse is not None or loop.asynchronous is not None:
+        return None
+    iterable = loop.iter
+    target = method_call(iterable)
+    if target is None or target[1] != "parameters" or iterable.args:
+        return None
+    body = _statements(loop.body)
+    if len(body) == 1 and isinstance(body[0], cst.If) and body[0].orelse is None and _is_grad_not_none(body[0].test, variable):
+        body = _statements(body[0].body)
+    if not body or not all(_is_grad_reset(stmt, variable) for stmt in body):
+        return None
+    owner = cst.Module([]).code_for_node(target[0])
+    argument = "" if version >= SET_TO_NONE_DEFAULT else "set_to_none=True"
+    return f"{owner}.zero_grad({argument})"
+
+
+def _statements(block: cst.BaseSuite) -> list:
+    if isinstance(block, cst.SimpleStatementSuite):
+        return list(block.body)
+    out = []
+    for stmt in block.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            out.extend(stmt.body)
+        else:
+            out.append(stmt)
+    return out
+
+
+def _is_grad_not_none(test: cst.BaseExpression, variable: str) -> bool:
+    return (
+        isinstance(test, cst.Comparison)
+        and _is_grad_of(test.left, variable)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and literal_value(test.comparisons[0].comparator) is None
+    )
+
+
+def _is_grad_of(node: cst.BaseExpression, variable: str) -> bool:
+    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+        node = node.value
+    return (
+        isinstance(node, cst.Attribute)
+        and node.attr.value == "grad"
+        and isinstance(node.value, cst.Name)
+        and node.value.value == variable
+    )
+
+
+def _is_grad_reset(stmt: cst.CSTNode, variable: str) -> bool:
+    """``p.grad.zero_()``, ``p.grad.detach_()`` or ``p.grad.requires_grad_(False)`` (what
+    ``Optimizer.zero_grad(set_to_none=False)`` does)."""
+    if not isinstance(stmt, cst.Expr):
+        return False
+    target = method_call(stmt.value)
+    if target is None or not _is_grad_of(target[0], variable):
+        return False
+    if target[1] in ("zero_", "detach_"):
+        return not stmt.value.args
+    return target[1] == "requires_grad_" and len(stmt.value.args) == 1 and literal_value(stmt.value.args[0].value) is False
+
+
+RULES = [ZeroGradSetToNone]
