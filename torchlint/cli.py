@@ -171,7 +171,11 @@ def _run_stdin(args, resolver) -> int:
 
 def report(result, args, resolver, fixed_note: Optional[str] = None, checked_paths: Sequence[str] = ()) -> int:
     """Print the findings in the chosen format; return the exit code they call for."""
+    from torchlint.fixer import apply_fix_settings
     from torchlint.reporters import HUMAN_FORMATS, ReportContext, get_renderer, summary
+
+    # fixable/unfixable/extend-(un)safe-fixes, applied after the cache: what --fix would do.
+    result.diagnostics = apply_fix_settings(result.diagnostics, resolver)
 
     fmt = args.output_format or "full"
     context = ReportContext(
