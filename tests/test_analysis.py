@@ -58,3 +58,54 @@ def test_method_call():
     obj, name = method_call(call("loss.item()"))
     assert name == "item" and isinstance(obj, cst.Name)
     assert method_call(call("item()")) is None
+
+
+# -- devices and argument insertion (TL102, TL202) ------------------------------------------
+
+@pytest.mark.parametrize(
+    "src, expected",
+    [('"cuda"', True), ('"cuda:1"', True), ('"mps"', True), ("0", True), ("device", True),
+     ("self.device", True), ("x.device", True), ("local_rank", True), ("th.device('cuda', 0)", True),
+     ("th.device(name)", True), ('"cuda" if ok else "cpu"', True), ('f"cuda:{rank}"', True),
+     ('"cpu"', False), ('"meta"', False), ("th.device('cpu')", False), ("cpu_device", False),
+     ("torch.float16", False), ("dtype", False), ("other", False), ("True", False), ("-1", False),
+     ("f()", False)],
+)
+def test_is_accelerator_device(src, expected):
+    from torchlint.analysis import is_accelerator_device
+
+    ctx = ctx_for("import torch as th\n")
+    assert is_accelerator_device(cst.parse_expression(src), ctx) is expected
+
+
+@pytest.mark.parametrize(
+    "src, expected",
+    [
+        ("f()", "f(device=d, dtype=t)"),
+        ("f(a)", "f(a, device=d, dtype=t)"),
+        ("f(a, b)", "f(a, b, device=d, dtype=t)"),
+        ("f(*shape)", "f(*shape, device=d, dtype=t)"),
+        ("f(\n    a,\n    b,\n)", "f(\n    a,\n    b,\n    device=d,\n    dtype=t,\n)"),
+        ("f(\n    a,\n    b\n)", "f(\n    a,\n    b,\n    device=d,\n    dtype=t\n)"),
+        ("f(\n    a,\n)", "f(\n    a,\n    device=d,\n    dtype=t,\n)"),
+        ("f(a,  # rows\n  b)", "f(a,  # rows\n  b,\n  device=d,\n  dtype=t)"),
+    ],
+)
+def test_with_keyword_args_keeps_layout(src, expected):
+    from torchlint.analysis import with_keyword_args
+
+    new = with_keyword_args(call(src), [("device", cst.Name("d")), ("dtype", cst.Name("t"))])
+    assert cst.Module(body=[]).code_for_node(new) == expected
+
+
+def test_code_in_place_keeps_block_indentation():
+    from torchlint.analysis import code_in_place, with_keyword_args
+
+    code = "def f():\n    if x:\n        y = g(\n            a,\n        )\n"
+    ctx = ctx_for(code)
+    func = ctx.module.body[0]
+    if_ = func.body.body[0]
+    ctx.ancestors = [ctx.module, func, func.body, if_, if_.body]
+    node = if_.body.body[0].body[0].value
+    new = with_keyword_args(node, [("device", cst.Name("d"))])
+    assert code_in_place(ctx, new) == "g(\n            a,\n            device=d,\n        )"

@@ -1,0 +1,315 @@
+"""TL1xx: data loading."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import (
+    code_in_place,
+    get_arg,
+    has_star_args,
+    is_accelerator_device,
+    literal_value,
+    method_call,
+    with_keyword_args,
+)
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.rules.base import Rule
+from torchlint.torch_api import DATALOADER, DATALOADER_PARAMS
+
+NUM_WORKERS = DATALOADER_PARAMS.index("num_workers")
+PIN_MEMORY = DATALOADER_PARAMS.index("pin_memory")
+
+# What TL101's fix passes: a few workers overlap loading with the step; more rarely help and
+# multiply memory, and the cap keeps a small machine from being oversubscribed.
+DEFAULT_WORKERS = "min(4, os.cpu_count() or 1)"
+
+# Calls that hand a loader's items through unchanged: `for i, b in enumerate(tqdm(loader))`.
+_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "tqdm.tqdm", "tqdm.auto.tqdm"})
+
+
+def _is_dataloader(node: cst.Call, ctx) -> bool:
+    """torch's own DataLoader; project classes and other libraries' loaders resolve elsewhere."""
+    return ctx.resolve_call(node) == DATALOADER
+
+
+class DataLoaderNumWorkers(Rule):
+    """Flags ``torch.utils.data.DataLoader(...)`` with ``num_workers`` omitted or a literal 0.
+
+    With no workers, every batch is read, decoded and collated in the training process between
+    steps, and the accelerator waits. Only an omitted argument or a literal ``0`` (by keyword or
+    at position 5) is flagged: a variable, an expression or ``**kwargs`` is unknown and stays
+    silent, as do loaders that are not torch's (a project's ``DataLoader``, torch_geometric's).
+    """
+
+    code = "TL101"
+    name = "dataloader-num-workers"
+    summary = "`DataLoader` loads data in the main process (`num_workers` omitted or 0)."
+    message = (
+        "`DataLoader` loads every batch in the main process while the model waits; "
+        "set `num_workers` > 0 to load in background worker processes."
+    )
+    requires = (("DataLoader",),)
+    fix_applicability = UNSAFE
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_dataloader(node, self.ctx) or has_star_args(node):
+            return
+        arg = get_arg(node, "num_workers", NUM_WORKERS)
+        if arg is not None and literal_value(arg.value) != 0:
+            return  # a positive literal, or unknown
+        self.report(node, fix=self._fix(node, arg))
+
+    def _fix(self, node: cst.Call, arg: Optional[cst.Arg]) -> FixSpec:
+        import_edit, os_name = self.ctx.import_edit("os")
+        value = cst.parse_expression(DEFAULT_WORKERS.replace("os.", f"{os_name}.", 1))
+        if arg is None:
+            edit = NodeEdit(node, code_in_place(self.ctx, with_keyword_args(node, [("num_workers", value)])))
+        else:
+            edit = NodeEdit(arg.value, value)
+        edits = (edit,) if import_edit is None else (import_edit, edit)
+        return FixSpec(UNSAFE, f"Set `num_workers={DEFAULT_WORKERS}`", edits)
+
+
+class DataLoaderPinMemory(Rule):
+    """Flags ``torch.utils.data.DataLoader(...)`` without ``pin_memory=True`` whose batches the
+    same code moves to an accelerator.
+
+    "Moves to an accelerator": the loader is bound to a name in a function (or module) or to
+    ``self.<attr>`` in a class, a ``for`` loop over it (through ``enumerate``/``tqdm``) is in the
+    same function (the module's loader also counts in a function that does not rebind the name)
+    or the same class, and the loop body calls ``.cuda()``, ``.to(<device>)`` or
+    ``.to(..., non_blocking=True)`` on a value derived from the loop variables. Loaders passed
+    elsewhere, returned, or moved through helper functions are not followed: silent.
+    ``pin_memory=<variable>`` and ``**kwargs`` are unknown: silent; ``pin_memory=False`` flags.
+    """
+
+    code = "TL102"
+    name = "dataloader-pin-memory"
+    summary = "`DataLoader` batches are copied to the GPU from pageable memory (`pin_memory` not set)."
+    message = (
+        "Batches from this `DataLoader` are moved to the GPU from pageable memory; "
+        "`pin_memory=True` makes the copy faster and lets `non_blocking=True` overlap it."
+    )
+    requires = (("DataLoader",),)
+    fix_applicability = SAFE
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        # key of what the loader is bound to -> [(loader call, its ancestors)]
+        self.loaders: Dict[tuple, List[Tuple[cst.Call, List[cst.CSTNode]]]] = {}
+        self.moved: Set[tuple] = set()  # keys of iterables whose items a loop moves to a device
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_dataloader(node, self.ctx) or has_star_args(node):
+            return
+        arg = get_arg(node, "pin_memory", PIN_MEMORY)
+        if arg is not None and literal_value(arg.value) is not False:
+            return  # True, or unknown
+        key = self._binding_key(node)
+        if key is not None:
+            self.loaders.setdefault(key, []).append((node, list(self.ctx.ancestors)))
+
+    def visit_For(self, node: cst.For) -> None:
+        iterable = _unwrap_iteration(node.iter, self.ctx)
+        key = self._iterable_key(iterable)
+        if key is not None and _body_moves_items(node, self.ctx):
+            self.moved.update(key)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        walking = self.ctx.ancestors
+        for key, found in self.loaders.items():
+            if key not in self.moved:
+                continue
+            for call, ancestors in found:
+                self.ctx.ancestors = ancestors  # report as if at the call: noqa on its statement
+                try:
+                    self.report(call, fix=self._fix(call))
+                finally:
+                    self.ctx.ancestors = walking
+
+    def _fix(self, node: cst.Call) -> FixSpec:
+        arg = get_arg(node, "pin_memory", PIN_MEMORY)
+        true = cst.Name("True")
+        if arg is None:
+            edit = NodeEdit(node, code_in_place(self.ctx, with_keyword_args(node, [("pin_memory", true)])))
+        else:
+            edit = NodeEdit(arg.value, true)
+        return FixSpec(SAFE, "Set `pin_memory=True`", (edit,))
+
+    # -- where a loader lives, and where a loop reads from -----------------------------------
+    def _scope(self) -> cst.CSTNode:
+        for node in reversed(self.ctx.ancestors):
+            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return node
+        return self.ctx.module
+
+    def _class(self) -> Optional[cst.ClassDef]:
+        return self.ctx.enclosing(cst.ClassDef)
+
+    def _binding_key(self, node: cst.Call) -> Optional[tuple]:
+        parent = self.ctx.parent
+        if isinstance(parent, cst.For) and parent.iter is node:
+            return ("call", id(node))
+        if isinstance(parent, cst.Arg):  # for b in enumerate(DataLoader(...))
+            wrapper = self.ctx.ancestors[-2] if len(self.ctx.ancestors) >= 2 else None
+            return ("call", id(node)) if isinstance(wrapper, cst.Call) else None
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            if len(targets) != 1:
+                return None
+            return self._target_key(targets[0])
+        return None
+
+    def _target_key(self, target: cst.BaseExpression) -> Optional[tuple]:
+        if isinstance(target, cst.Name):
+            return ("name", id(self._scope()), target.value)
+        if (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value in ("self", "cls")
+        ):
+            cls = self._class()
+            return ("attr", id(cls), target.attr.value) if cls is not None else None
+        return None
+
+    def _iterable_key(self, iterable: cst.BaseExpression) -> Optional[Set[tuple]]:
+        if isinstance(iterable, cst.Call):
+            return {("call", id(iterable))}
+        if isinstance(iterable, cst.Name):
+            scope = self._scope()
+            keys = {("name", id(scope), iterable.value)}
+            if scope is not self.ctx.module and not _binds(scope, iterable.value):
+                keys.add(("name", id(self.ctx.module), iterable.value))  # a module-level loader
+            return keys
+        if isinstance(iterable, cst.Attribute):
+            key = self._target_key(iterable)
+            return {key} if key is not None else None
+        return None
+
+
+def _unwrap_iteration(node: cst.BaseExpression, ctx) -> cst.BaseExpression:
+    """``enumerate(tqdm(loader))`` -> ``loader``."""
+    while isinstance(node, cst.Call) and node.args and node.args[0].keyword is None and not node.args[0].star:
+        name = ctx.resolve_call(node) or _plain_name(node.func)
+        if name not in _ITERATION_WRAPPERS:
+            break
+        node = node.args[0].value
+    return node
+
+
+def _plain_name(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+        return f"{node.value.value}.{node.attr.value}"
+    return None
+
+
+def _names(node: cst.CSTNode) -> Set[str]:
+    found: Set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+    node.visit(_Names())
+    return found
+
+
+def _binds(scope: cst.CSTNode, name: str) -> bool:
+    """Does this function bind ``name`` locally (a parameter, or an assignment target)?"""
+    if isinstance(scope, cst.FunctionDef):
+        params = scope.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+        if any(p.name.value == name for p in every):
+            return True
+    bound = False
+
+    class _Targets(cst.CSTVisitor):
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
+            nonlocal bound
+            bound = bound or name in _target_names(n.target)
+
+        def visit_For(self, n: cst.For) -> None:
+            nonlocal bound
+            bound = bound or name in _target_names(n.target)
+
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    body.visit(_Targets())
+    return bound
+
+
+def _target_names(target: cst.BaseExpression) -> Set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: Set[str] = set()
+        for element in target.elements:
+            names |= _target_names(element.value)
+        return names
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()
+
+
+def _body_moves_items(loop: cst.For, ctx) -> bool:
+    """Does the loop body move a value derived from the loop variables to an accelerator?"""
+    tainted = _target_names(loop.target)
+    flows: List[Tuple[Set[str], Set[str]]] = []  # (names bound, names read) by each binding
+    moves: List[cst.BaseExpression] = []  # receivers of .cuda() / .to(device)
+
+    class _Body(cst.CSTVisitor):
+        def visit_Assign(self, n: cst.Assign) -> None:
+            bound: Set[str] = set()
+            for t in n.targets:
+                bound |= _target_names(t.target)
+            flows.append((bound, _names(n.value)))
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            if n.value is not None:
+                flows.append((_target_names(n.target), _names(n.value)))
+
+        def visit_CompFor(self, n: cst.CompFor) -> None:
+            flows.append((_target_names(n.target), _names(n.iter)))
+
+        def visit_For(self, n: cst.For) -> None:
+            flows.append((_target_names(n.target), _names(n.iter)))
+
+        def visit_Call(self, n: cst.Call) -> None:
+            if _moves_to_accelerator(n, ctx):
+                moves.append(n.func.value)
+
+    loop.body.visit(_Body())
+    if not moves:
+        return False
+    changed = True
+    while changed:
+        changed = False
+        for bound, read in flows:
+            if read & tainted and not bound <= tainted:
+                tainted |= bound
+                changed = True
+    return any(_names(receiver) & tainted for receiver in moves)
+
+
+def _moves_to_accelerator(node: cst.Call, ctx) -> bool:
+    method = method_call(node)
+    if method is None:
+        return False
+    if method[1] == "cuda":
+        return True
+    if method[1] != "to":
+        return False
+    non_blocking = get_arg(node, "non_blocking", 2)
+    if non_blocking is not None and literal_value(non_blocking.value) is True:
+        return True
+    device = get_arg(node, "device", 0)
+    return device is not None and is_accelerator_device(device.value, ctx)
+
+
+RULES = [DataLoaderNumWorkers, DataLoaderPinMemory]

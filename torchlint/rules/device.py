@@ -1,0 +1,150 @@
+"""TL2xx: device placement."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import (
+    code_in_place,
+    get_arg,
+    is_accelerator_device,
+    literal_value,
+    method_call,
+    tensor_factory,
+    with_keyword_args,
+)
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.rules.base import Rule
+from torchlint.torch_api import (
+    DEVICE_FACTORIES,
+    DTYPE_EXACT_FACTORIES,
+    RANDOM_FACTORIES,
+    TENSOR_CUDA_PARAMS,
+    TENSOR_TO_PARAMS,
+)
+
+# Arguments of .to()/.cuda() that the fix may drop: the fresh tensor is a copy already, and
+# building it on the device needs no transfer to wait for.
+_DROPPABLE = frozenset({"non_blocking", "copy"})
+# Factory arguments that make the host tensor deliberate: a pinned staging buffer, an `out=`
+# tensor, a host generator chosen for reproducibility, or an explicit device.
+_HOST_ON_PURPOSE = ("device", "out", "pin_memory", "generator")
+
+
+class TensorMovedAfterCreation(Rule):
+    """Flags a tensor built on the host and moved at once: ``torch.zeros(n).cuda()``,
+    ``torch.randn(n).to(device)``, ``torch.arange(n).to("cuda", torch.half)``.
+
+    The tensor is filled on the CPU, then copied over PCIe; ``device=`` builds it on the device
+    directly. Only a `.to()`/`.cuda()` applied straight to a torch factory call is flagged, and
+    only when its target is recognisably a device (``"cuda:1"``, ``0``, ``torch.device(...)``,
+    names like ``device``/``self.device``/``local_rank``). Silent: ``.to(dtype)``,
+    ``.to(other_tensor)``, ``.to("cpu")``, ``.to(memory_format=...)``, ``.to(*args)``,
+    ``torch.from_numpy``/``*_like`` calls, and factories given ``device=``, ``out=``,
+    ``pin_memory=``, ``generator=`` or ``**kwargs``.
+    """
+
+    code = "TL202"
+    name = "tensor-moved-after-creation"
+    summary = "A tensor is created on the CPU and immediately moved to a device; pass `device=` instead."
+    message = (
+        "Tensor is created on the CPU and then copied to the device; "
+        "create it there directly with `device=`."
+    )
+    requires = (("cuda", "to"), tuple(sorted(DEVICE_FACTORIES)))
+    fix_applicability = SAFE  # unsafe for random factories, requires_grad and inexact dtype casts
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = method_call(node)
+        if method is None or method[1] not in ("cuda", "to"):
+            return
+        factory = method[0]
+        short = tensor_factory(factory, self.ctx)
+        if short is None or short not in DEVICE_FACTORIES or not _takes_device(factory, short):
+            return
+        if any(arg.star == "**" for arg in factory.args):
+            return  # **kwargs may already carry device=
+        if any(get_arg(factory, name) is not None for name in _HOST_ON_PURPOSE):
+            return
+        moved = _move_target(node, method[1], self.ctx)
+        if moved is None:
+            return
+        device, dtype = moved
+        self.report(node, fix=self._fix(node, factory, short, device, dtype))
+
+    def _fix(self, node, factory, short, device, dtype) -> Optional[FixSpec]:
+        if _has_comment(node):
+            return None  # a comment in the dropped `.to(...)` would be lost
+        new: List[Tuple[str, cst.BaseExpression]] = [("device", device)]
+        unsafe = short in RANDOM_FACTORIES
+        if dtype is not None:
+            if get_arg(factory, "dtype") is not None:
+                return None  # two dtypes: which one wins is for the author to say
+            new.append(("dtype", dtype))
+            unsafe = unsafe or short not in DTYPE_EXACT_FACTORIES
+        requires_grad = get_arg(factory, "requires_grad")
+        if requires_grad is not None and literal_value(requires_grad.value) is not False:
+            unsafe = True  # the result becomes a leaf: .grad lands on it, not on a CPU tensor
+        replacement = with_keyword_args(factory, new).with_changes(lpar=[], rpar=[])
+        return FixSpec(
+            UNSAFE if unsafe else SAFE,
+            "Pass `device=` to the constructor",
+            (NodeEdit(node, code_in_place(self.ctx, replacement)),),
+        )
+
+
+def _takes_device(factory: cst.Call, short: str) -> bool:
+    """torch.normal accepts device= only in its (mean, std, size) form."""
+    if short != "normal":
+        return True
+    positional = [a for a in factory.args if a.keyword is None and not a.star]
+    return len(positional) >= 3 or get_arg(factory, "size") is not None
+
+
+def _move_target(
+    node: cst.Call, method: str, ctx
+) -> Optional[Tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+    """(device expression for the factory, dtype expression or None) if this `.to()`/`.cuda()`
+    certainly moves to a device and nothing else is asked of it; else None."""
+    if any(arg.star for arg in node.args):
+        return None
+    params = TENSOR_CUDA_PARAMS if method == "cuda" else TENSOR_TO_PARAMS
+    bound = {}
+    positional = 0
+    for arg in node.args:
+        if arg.keyword is None:
+            if positional >= len(params):
+                return None
+            bound[params[positional]] = arg.value
+            positional += 1
+        elif arg.keyword.value in params:
+            bound[arg.keyword.value] = arg.value
+        else:
+            return None  # memory_format=... or anything we do not model
+    if set(bound) - {"device", "dtype"} - _DROPPABLE:
+        return None
+    device = bound.get("device")
+    if method == "cuda":
+        if device is None:
+            return cst.SimpleString('"cuda"'), None
+        index = literal_value(device)
+        if isinstance(index, int) and not isinstance(index, bool):
+            return cst.SimpleString(f'"cuda:{index}"'), None
+        if isinstance(index, str) and is_accelerator_device(device, ctx):
+            return device, None
+        return None  # .cuda(x): x may be None (the current device), which device=None is not
+    if device is None or not is_accelerator_device(device, ctx):
+        return None
+    return device, bound.get("dtype")
+
+
+def _has_comment(node: cst.Call) -> bool:
+    """Is there a comment outside the factory call, in the `.to(...)` part the fix drops?"""
+    hollow = node.with_changes(func=node.func.with_changes(value=cst.Name("_")))
+    return "#" in cst.Module(body=[]).code_for_node(hollow)
+
+
+RULES = [TensorMovedAfterCreation]
