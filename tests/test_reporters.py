@@ -295,3 +295,21 @@ def test_cli_sarif_validates(repo, capsys, sarif_validator):
     sarif_validator.validate(log)
     location = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert location == {"uri": "sub/bad%20file.py", "uriBaseId": "%SRCROOT%"}
+
+
+def test_sarif_of_every_fixture_validates(sarif_validator):
+    """Real findings of every rule, fixes included, through the schema."""
+    from fixture_support import expected_for, fixture_files
+    from torchlint.engine import lint_source
+
+    diagnostics = []
+    for path in fixture_files():
+        settings, _ = expected_for(path)
+        diagnostics += lint_source(path.read_text(encoding="utf-8"), str(path), settings)
+    assert diagnostics
+    log = json.loads(render("sarif", diagnostics, root=str(Path(__file__).resolve().parent.parent)))
+    sarif_validator.validate(log)
+    results = log["runs"][0]["results"]
+    assert all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith("fixtures/") for r in results)
+    if any(d.fix for d in diagnostics):
+        assert any("fixes" in r for r in results)
