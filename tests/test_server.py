@@ -514,3 +514,61 @@ def test_without_pygls_the_command_says_how_to_install_it():
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == ['torchlint: error: `torchlint server` needs pygls 2: pip install "torchlint[lsp]"']
+
+
+# -- helpers, in process -----------------------------------------------------------------------
+
+def test_position_map_converts_character_columns_to_code_units():
+    from torchlint.server import PositionMap
+
+    text = "a = '🔥'\r\nb = 'é🔥' + x\rc\n"
+    utf16, utf8, utf32 = PositionMap(text), PositionMap(text, "utf-8"), PositionMap(text, "utf-32")
+    assert utf16.from_location(2, 11) == (1, 11)  # `x`: after é (1 unit) and 🔥 (2 units)
+    assert utf8.from_location(2, 11) == (1, 14)
+    assert utf32.from_location(2, 11) == (1, 10)
+    assert utf16.from_location(3, 1) == (2, 0)  # a lone \r ends a line, as in LSP
+    assert utf16.from_location(4, 1) == (3, 0)  # the empty line after the final newline
+    assert utf16.from_location(9, 1) == (3, 0)  # past the end: clamped
+    assert utf16.from_offset(len(text)) == (3, 0)
+
+
+def test_minimal_replacement_keeps_crlf_whole():
+    from torchlint.server import minimal_replacement
+
+    assert minimal_replacement("a = slow(1)\n", "a = fast(1)\n") == (4, 8, "fast")
+    assert minimal_replacement("a = slow(1)\n", "a = show(1)\n") == (5, 6, "h")
+    assert minimal_replacement("x\r\ny\r\n", "x\ny\r\n") == (1, 3, "\n")
+    old, new = "a\r\n", "a\r\nb\r\n"
+    start, end, content = minimal_replacement(old, new)
+    assert old[:start] + content + old[end:] == new and not old[:start].endswith("\r")
+    assert minimal_replacement("same", "same") == (4, 4, "")
+
+
+@pytest.fixture
+def fake_rules(tmp_path, monkeypatch):
+    import torchlint.rules as registry
+
+    (tmp_path / "lsp_fake_rules.py").write_text(FAKE_RULES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "RULE_MODULES", registry.RULE_MODULES + ("lsp_fake_rules",))
+    registry.all_rules.cache_clear()
+    registry.rules_by_code.cache_clear()
+    yield
+    monkeypatch.undo()
+    registry.all_rules.cache_clear()
+    registry.rules_by_code.cache_clear()
+
+
+def test_fix_all_fallback_matches_the_fixer(fake_rules, monkeypatch):
+    from torchlint import server
+    from torchlint.config import Settings
+
+    text = "y = slow(slow(x))\nz = risky(slow(y))\n"
+    expected = "y = fast(fast(x))\nz = risky(fast(y))\n"
+    settings = Settings()
+    assert server.fix_all_text(text, "job.py", settings) == expected
+    monkeypatch.setattr(server, "_fixer", lambda: None)
+    assert server.fix_all_text(text, "job.py", settings) == expected
+    promoted = Settings(extend_safe_fixes=("TL991",))
+    assert server.fix_all_text(text, "job.py", promoted) == "y = fast(fast(x))\nz = careful(fast(y))\n"
+    assert server.fix_all_text(text, "job.py", Settings(unfixable=("TL990",))) == text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import sys
@@ -71,50 +72,71 @@ class PositionMap:
         return {"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}}
 
 
-# -- fixes -------------------------------------------------------------------------------------
-# Kept here, apart from the protocol code, until fixer.py offers a text-level function to call.
+# -- fixes ---------------------------------------------------------------------------------------
+# fixer.py owns fixing (applicability from the config, choosing non-overlapping fixes, the
+# fixed-point loop, refusing fixes that break the parse). The small stand-ins below are used
+# only when it cannot be imported, so the server never depends on its internals beyond
+# ``effective_fixes`` and ``fix_text``.
 
-def effective_applicability(diagnostic: Diagnostic, settings) -> Optional[str]:
-    """SAFE / UNSAFE after ``extend-safe-fixes`` / ``extend-unsafe-fixes``; None when the finding
-    has no fix or its code is not ``fixable``."""
-    fix = diagnostic.fix
-    if fix is None or diagnostic.code not in settings.fixable_codes:
+def _fixer():
+    try:
+        from torchlint import fixer
+    except ImportError:
         return None
-    if diagnostic.code in settings.demoted_unsafe:
-        return UNSAFE
-    if diagnostic.code in settings.promoted_safe:
-        return SAFE
-    return fix.applicability
+    return fixer if hasattr(fixer, "effective_fixes") and hasattr(fixer, "fix_text") else None
+
+
+def effective_fixes(diagnostics: List[Diagnostic], settings) -> List[Diagnostic]:
+    """The diagnostics with the config applied to their fixes: codes that are not ``fixable``
+    lose their fix; ``extend-safe-fixes`` / ``extend-unsafe-fixes`` change applicability."""
+    fixer = _fixer()
+    if fixer is not None:
+        return fixer.effective_fixes(diagnostics, settings)
+    out = []
+    for d in diagnostics:
+        if d.fix is not None:
+            if d.code not in settings.fixable_codes:
+                d = dataclasses.replace(d, fix=None)
+            elif d.code in settings.demoted_unsafe or d.code in settings.promoted_safe:
+                applicability = UNSAFE if d.code in settings.demoted_unsafe else SAFE
+                d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, applicability=applicability))
+        out.append(d)
+    return out
 
 
 def _non_overlapping(locator: Locator, fixes: Sequence[Fix]) -> List[Edit]:
-    """Edits of the fixes that do not overlap an earlier fix; the rest wait for the next pass."""
+    """Edits of the fixes that touch no earlier fix; the rest wait for the next pass."""
     taken: List[Tuple[int, int]] = []
     chosen: List[Edit] = []
     for fix in fixes:
         spans = [(locator.offset(e.location), locator.offset(e.end_location)) for e in fix.edits]
-        if any(s < te and ts < e or s == e == ts == te for s, e in spans for ts, te in taken):
+        if any(s <= te and ts <= e for s, e in spans for ts, te in taken):
             continue
         taken.extend(spans)
         chosen.extend(fix.edits)
     return chosen
 
 
-def fix_all_text(text: str, path: str, settings) -> str:
-    """``text`` with every safe, fixable fix applied, re-linting until nothing changes."""
+def fix_all_text(text: str, path: str, settings) -> Optional[str]:
+    """``text`` with every safe, fixable fix applied, re-linting until nothing changes; None when
+    a fix would break the file."""
+    fixer = _fixer()
+    if fixer is not None:
+        result = fixer.fix_text(text, path, settings)
+        return None if result.error else result.text
     from torchlint.edits import OverlappingEdits, apply_edits
     from torchlint.engine import lint_source
 
     for _ in range(MAX_FIX_PASSES):
-        diagnostics = lint_source(text, path, settings)
-        fixes = [d.fix for d in diagnostics if effective_applicability(d, settings) == SAFE]
+        diagnostics = effective_fixes(lint_source(text, path, settings), settings)
+        fixes = [d.fix for d in diagnostics if d.fix is not None and d.fix.applicability == SAFE]
         if not fixes:
             break
         fixes.sort(key=lambda f: min(e.location for e in f.edits))
         try:
             new_text = apply_edits(text, _non_overlapping(Locator(text), fixes))
-        except OverlappingEdits:  # one fix's own edits overlap: give up rather than guess
-            break
+        except OverlappingEdits:  # one fix's own edits overlap: a rule bug; stop, do not guess
+            return None
         if new_text == text:
             break
         text = new_text
@@ -239,7 +261,7 @@ class Session:
         if target.on_disk and settings.is_excluded(target.path):
             return LintResult(version, text, [], settings, target.path, config_error)
         try:
-            diagnostics = lint_source(text, target.path, settings)
+            diagnostics = effective_fixes(lint_source(text, target.path, settings), settings)
         except Exception as exc:  # a rule bug must not take the server down
             logger.exception("internal error linting %s", uri)
             return LintResult(
@@ -287,10 +309,9 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
 
     def to_lsp(d: Diagnostic, pm: PositionMap, result: LintResult) -> "lsp.Diagnostic":
         data: Dict[str, Any] = {"version": result.version}
-        applicability = effective_applicability(d, result.settings)
-        if applicability is not None:
+        if d.fix is not None:
             data["fix"] = {
-                "applicability": applicability,
+                "applicability": d.fix.applicability,
                 "message": d.fix.message,
                 "edits": [
                     {"range": pm.range(e.location, e.end_location), "newText": e.content}
@@ -446,7 +467,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     def has_safe_fix(uri: str, version: Optional[int]) -> bool:
         result = session.results.get(uri)
         return bool(result and result.version == version and any(
-            effective_applicability(d, result.settings) == SAFE for d in result.diagnostics
+            d.fix is not None and d.fix.applicability == SAFE for d in result.diagnostics
         ))
 
     async def fix_all_action(uri: str) -> Optional["lsp.CodeAction"]:
