@@ -10,6 +10,7 @@ from torchlint.analysis import (
     code_in_place,
     get_arg,
     has_star_args,
+    in_test_code,
     is_accelerator_device,
     literal_value,
     method_call,
@@ -22,6 +23,8 @@ from torchlint.torch_api import DATALOADER, DATALOADER_PARAMS
 
 NUM_WORKERS = DATALOADER_PARAMS.index("num_workers")
 PIN_MEMORY = DATALOADER_PARAMS.index("pin_memory")
+# Datasets of tensors already in memory: TL101 leaves their loaders alone.
+TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 
 # What TL101's fix passes: a few workers overlap loading with the step; more rarely help and
 # multiply memory, and the cap keeps a small machine from being oversubscribed.
@@ -42,7 +45,9 @@ class DataLoaderNumWorkers(Rule):
     With no workers, every batch is read, decoded and collated in the training process between
     steps, and the accelerator waits. Only an omitted argument or a literal ``0`` (by keyword or
     at position 5) is flagged: a variable, an expression or ``**kwargs`` is unknown and stays
-    silent, as do loaders that are not torch's (a project's ``DataLoader``, torch_geometric's).
+    silent, as do loaders that are not torch's (a project's ``DataLoader``, torch_geometric's),
+    loaders over a ``TensorDataset`` (in memory already: workers would only pickle it) and loaders
+    in test code (tests keep loading in-process on purpose).
     """
 
     code = "TL101"
@@ -61,7 +66,18 @@ class DataLoaderNumWorkers(Rule):
         arg = get_arg(node, "num_workers", NUM_WORKERS)
         if arg is not None and literal_value(arg.value) != 0:
             return  # a positive literal, or unknown
+        if in_test_code(self.ctx) or self._in_memory_dataset(node):
+            return
         self.report(node, fix=self._fix(node, arg))
+
+    def _in_memory_dataset(self, node: cst.Call) -> bool:
+        """``DataLoader(TensorDataset(x, y))``, or a name this scope binds to one: indexing
+        tensors already in memory is cheap, and workers would only pickle them."""
+        dataset = get_arg(node, "dataset", 0)
+        value = dataset.value if dataset is not None else None
+        if isinstance(value, cst.Name):
+            value = _assigned_value(_scope_of(self.ctx), value.value)
+        return isinstance(value, cst.Call) and self.ctx.resolve_call(value) in TENSOR_DATASETS
 
     def _fix(self, node: cst.Call, arg: Optional[cst.Arg]) -> FixSpec:
         import_edit, os_name = self.ctx.import_edit("os")
@@ -85,6 +101,7 @@ class DataLoaderPinMemory(Rule):
     ``.to(..., non_blocking=True)`` on a value derived from the loop variables. Loaders passed
     elsewhere, returned, or moved through helper functions are not followed: silent.
     ``pin_memory=<variable>`` and ``**kwargs`` are unknown: silent; ``pin_memory=False`` flags.
+    Test code is left alone.
     """
 
     code = "TL102"
@@ -104,7 +121,7 @@ class DataLoaderPinMemory(Rule):
         self.moved: Set[tuple] = set()  # keys of iterables whose items a loop moves to a device
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not _is_dataloader(node, self.ctx) or has_star_args(node):
+        if not _is_dataloader(node, self.ctx) or has_star_args(node) or in_test_code(self.ctx):
             return
         arg = get_arg(node, "pin_memory", PIN_MEMORY)
         if arg is not None and literal_value(arg.value) is not False:
@@ -142,10 +159,7 @@ class DataLoaderPinMemory(Rule):
 
     # -- where a loader lives, and where a loop reads from -----------------------------------
     def _scope(self) -> cst.CSTNode:
-        for node in reversed(self.ctx.ancestors):
-            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-                return node
-        return self.ctx.module
+        return _scope_of(self.ctx)
 
     def _class(self) -> Optional[cst.ClassDef]:
         return self.ctx.enclosing(cst.ClassDef)
@@ -189,6 +203,30 @@ class DataLoaderPinMemory(Rule):
             key = self._target_key(iterable)
             return {key} if key is not None else None
         return None
+
+
+def _scope_of(ctx) -> cst.CSTNode:
+    """The function, lambda or class whose names the node being visited sees; else the module."""
+    for node in reversed(ctx.ancestors):
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return node
+    return ctx.module
+
+
+def _assigned_value(scope: cst.CSTNode, name: str) -> Optional[cst.BaseExpression]:
+    """The value of the one plain ``name = value`` statement directly in ``scope``'s body."""
+    body = scope.body.body if isinstance(scope, (cst.FunctionDef, cst.ClassDef)) else getattr(scope, "body", ())
+    if not isinstance(body, (list, tuple)):
+        return None
+    values = [
+        small.value
+        for stmt in body
+        if isinstance(stmt, cst.SimpleStatementLine)
+        for small in stmt.body
+        if isinstance(small, cst.Assign)
+        and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
+    ]
+    return values[0] if len(values) == 1 else None
 
 
 def _unwrap_iteration(node: cst.BaseExpression, ctx) -> cst.BaseExpression:
