@@ -113,6 +113,8 @@ def block(forward: str) -> str:
         "y = self.conv(x)\nreturn torch.relu(self.bn(y))",
         "y = self.conv(x)\nz = self.bn(y)\nreturn z",
         "x = torch.relu(self.bn(self.conv(x)))\nreturn self.bn(self.conv(x))",
+        "x = self.conv(x)\nout = self.bn(x)\nreturn out",  # x read before, never after
+        "for _ in range(2):\n    y = self.conv(x)\n    x = self.bn(y)\nreturn x",
     ],
 )
 def test_attributes_flagged_at_constructor(forward):
@@ -130,6 +132,8 @@ def test_attributes_flagged_at_constructor(forward):
         "return checkpoint(self.conv, x)",  # conv handed elsewhere
         "return self.conv(x)",  # no norm at all
         "x = self.conv(x)\nif flag:\n    x = self.bn(x)\nreturn x",  # norm under a condition
+        "x = self.conv(x)\nout = self.bn(x)\nreturn out + x",  # conv output read after the norm
+        "for _ in range(2):\n    x = self.conv(x)\n    z = self.bn(x)\nreturn z",  # next turn reads x
     ],
 )
 def test_attributes_silent(forward):
@@ -246,3 +250,17 @@ def test_fix_trailing_comment_and_hanging_indent():
                              nn.BatchNorm2d(8))
     """
     assert fixed(code) == textwrap.dedent(code).replace("kernel_size=3)", "kernel_size=3, bias=False)")
+
+
+def _first_python_block(page: str, heading: str) -> str:
+    section = page.split(f"## {heading}\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_docs_examples():
+    from fixture_support import ROOT
+
+    page = (ROOT / "docs" / "rules" / "TL301.md").read_text()
+    settings = settings_from_table({"select": ["TL301"]}, "t.toml", Settings())
+    assert [d.code for d in lint_source(_first_python_block(page, "Example"), "e.py", settings)] == ["TL301"]
+    assert lint_source(_first_python_block(page, "Use instead"), "u.py", settings) == []

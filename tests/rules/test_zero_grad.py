@@ -150,3 +150,16 @@ def test_zero_on_non_loop_variable_is_silent():
         buf.zero_()
     """
     assert findings(code) == []
+
+
+def _first_python_block(page: str, heading: str) -> str:
+    section = page.split(f"## {heading}\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_docs_examples():
+    from fixture_support import ROOT
+
+    page = (ROOT / "docs" / "rules" / "TL401.md").read_text()
+    assert [d.code for d in lint(_first_python_block(page, "Example"))] == ["TL401"]
+    assert lint(_first_python_block(page, "Use instead")) == []

@@ -270,9 +270,16 @@ def _feeds_norm(call: cst.Call, parents: Tuple[cst.CSTNode, ...], method: cst.Fu
         return False
     if rebinds:
         return True
-    # `y = self.conv(x); z = self.bn(y)`: y must not be read anywhere else in the function
-    everywhere = [n for n, _ in _walk(method.body) if isinstance(n, cst.Name) and n.value == variable]
-    return len(everywhere) == 2
+    # `y = self.conv(x); z = self.bn(y)`: y must not be read anywhere else. Mentions before the
+    # assignment cannot see the conv's output unless a loop brings control back to them.
+    mentions = [n for n, _ in _walk(method.body) if isinstance(n, cst.Name) and n.value == variable]
+    target = parent.targets[0].target
+    in_loop = any(isinstance(p, (cst.For, cst.While)) for p in parents)
+    if in_loop:
+        return len(mentions) == 2
+    later = mentions[next(i for i, n in enumerate(mentions) if n is target):]
+    inside_conv = {id(n) for n, _ in _walk(call)}  # `y = self.conv(y)` reads y before assigning
+    return len([n for n in later if id(n) not in inside_conv]) == 2
 
 
 # -- the fix ------------------------------------------------------------------------------------
