@@ -1,0 +1,150 @@
+"""TL202 tensor-moved-after-creation: exact findings and the exact text of each fix."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from torchlint.config import Settings
+from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.edits import apply_edits
+from torchlint.engine import lint_source
+from torchlint.rules import rules_by_code
+
+HEADER = "import torch\n"
+
+
+def lint(body: str):
+    text = HEADER + textwrap.dedent(body)
+    return text, lint_source(text, "train.py", Settings(), rules=[rules_by_code()["TL202"]])
+
+
+def fixed(body: str):
+    """(the rewritten source, the fix's applicability) for the one finding in ``body``."""
+    text, found = lint(body)
+    assert len(found) == 1, found
+    assert found[0].fix is not None
+    out = apply_edits(text, found[0].fix.edits)
+    ast.parse(out)
+    return out[len(HEADER):], found[0].fix.applicability
+
+
+@pytest.mark.parametrize(
+    "before, after, applicability",
+    [
+        ("x = torch.zeros(3, 4).cuda()\n", 'x = torch.zeros(3, 4, device="cuda")\n', SAFE),
+        ("x = torch.zeros(3).cuda(1)\n", 'x = torch.zeros(3, device="cuda:1")\n', SAFE),
+        ("x = torch.ones(3).to('cuda')\n", "x = torch.ones(3, device='cuda')\n", SAFE),
+        ("x = torch.arange(10).to(device)\n", "x = torch.arange(10, device=device)\n", SAFE),
+        ("x = torch.zeros(3).to(device, torch.half)\n", "x = torch.zeros(3, device=device, dtype=torch.half)\n", SAFE),
+        ("x = torch.zeros(3).to(device=dev, dtype=t, non_blocking=True)\n", "x = torch.zeros(3, device=dev, dtype=t)\n", SAFE),
+        ("x = torch.eye(3).to(device, copy=True)\n", "x = torch.eye(3, device=device)\n", SAFE),
+        ("x = torch.zeros(3).cuda(non_blocking=True)\n", 'x = torch.zeros(3, device="cuda")\n', SAFE),
+        ("x = torch.tensor([1, 2]).to(self.device)\n", "x = torch.tensor([1, 2], device=self.device)\n", SAFE),
+        ("x = torch.zeros(*shape).to(device)\n", "x = torch.zeros(*shape, device=device)\n", SAFE),
+        ("x = torch.zeros().to(device)\n", "x = torch.zeros(device=device)\n", SAFE),
+        ("x = (torch.zeros(3).to(device))\n", "x = (torch.zeros(3, device=device))\n", SAFE),
+        # random constructors draw from the device's generator: unsafe
+        ("x = torch.randn(3).to(device)\n", "x = torch.randn(3, device=device)\n", UNSAFE),
+        ("x = torch.randint(0, 5, (3,)).cuda()\n", 'x = torch.randint(0, 5, (3,), device="cuda")\n', UNSAFE),
+        ("x = torch.normal(0.0, 1.0, (3,)).to(device)\n", "x = torch.normal(0.0, 1.0, (3,), device=device)\n", UNSAFE),
+        # a dtype folded into a constructor that is not exact in every dtype: unsafe
+        ("x = torch.full((3,), 0.1).to(device, torch.half)\n", "x = torch.full((3,), 0.1, device=device, dtype=torch.half)\n", UNSAFE),
+        ("x = torch.arange(10).to(device, torch.float16)\n", "x = torch.arange(10, device=device, dtype=torch.float16)\n", UNSAFE),
+        # requires_grad: the result becomes the leaf
+        ("w = torch.zeros(3, requires_grad=True).cuda()\n", 'w = torch.zeros(3, requires_grad=True, device="cuda")\n', UNSAFE),
+        ("w = torch.zeros(3, requires_grad=False).cuda()\n", 'w = torch.zeros(3, requires_grad=False, device="cuda")\n', SAFE),
+    ],
+)
+def test_fix_text(before, after, applicability):
+    assert fixed(before) == (after, applicability)
+
+
+def test_finding_spans_the_whole_expression():
+    _, found = lint("def f(n, device):\n    return torch.zeros(n).to(device) + 1\n")
+    assert [(d.code, d.location.row, d.location.column, d.end_location.row, d.end_location.column) for d in found] == [
+        ("TL202", 3, 12, 3, 37)
+    ]
+
+
+def test_multiline_fix_keeps_layout_and_comments():
+    before = """\
+        def f(n, device):
+            if n:
+                x = torch.zeros(
+                    n,  # rows
+                    n,
+                ).to(device)
+                return x
+        """
+    after = """\
+        def f(n, device):
+            if n:
+                x = torch.zeros(
+                    n,  # rows
+                    n,
+                    device=device,
+                )
+                return x
+        """
+    assert fixed(before) == (textwrap.dedent(after), SAFE)
+
+
+def test_multiline_without_trailing_comma():
+    before = "x = torch.ones(\n    3,\n    4\n).cuda()\n"
+    assert fixed(before) == ('x = torch.ones(\n    3,\n    4,\n    device="cuda"\n)\n', SAFE)
+
+
+def test_comment_in_dropped_part_means_no_fix():
+    _, found = lint("x = (torch.zeros(3)  # buffer\n     .to(device))\n")
+    assert [d.code for d in found] == ["TL202"] and found[0].fix is None
+
+
+def test_two_dtypes_mean_no_fix():
+    _, found = lint("x = torch.zeros(3, dtype=torch.float).to(device, torch.half)\n")
+    assert [d.code for d in found] == ["TL202"] and found[0].fix is None
+
+
+def test_import_aliases():
+    text = "import torch as th\nfrom torch import ones\nx = th.zeros(3).cuda()\ny = ones(2).to(dev)\n"
+    found = lint_source(text, "m.py", Settings(), rules=[rules_by_code()["TL202"]])
+    assert [(d.location.row, d.location.column) for d in found] == [(3, 5), (4, 5)]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "x = torch.zeros(3).to(torch.float16)\n",
+        "x = torch.zeros(3).to(dtype=torch.float16)\n",
+        "x = torch.zeros(3).to(other)\n",
+        "x = torch.zeros(3).to(dtype)\n",
+        "x = torch.zeros(3).to('cpu')\n",
+        "x = torch.zeros(3).to(torch.device('cpu'))\n",
+        "x = torch.zeros(3).to(cpu_device)\n",
+        "x = torch.zeros(3).cpu()\n",
+        "x = torch.zeros(3).to('meta')\n",
+        "x = torch.from_numpy(a).to(device)\n",
+        "x = torch.as_tensor(a).to(device)\n",
+        "x = torch.zeros_like(a).to(device)\n",
+        "x = torch.zeros(3, device=d).to(device)\n",
+        "x = torch.zeros(3, out=buf).to(device)\n",
+        "x = torch.empty(3, pin_memory=True).cuda()\n",
+        "x = torch.randn(3, generator=g).to(device)\n",
+        "x = torch.zeros(3).to(memory_format=torch.channels_last)\n",
+        "x = torch.zeros(3).to(device, memory_format=torch.channels_last)\n",
+        "x = torch.zeros(3).to(*args)\n",
+        "x = torch.zeros(3).to(**kwargs)\n",
+        "x = torch.zeros(**kw).to(device)\n",
+        "x = torch.zeros(3).cuda(rank)\n",
+        "x = torch.bernoulli(p).to(device)\n",
+        "x = torch.normal(mean, std).to(device)\n",
+        "x = torch.zeros(3).float().cuda()\n",
+        "x = model.to(device)\n",
+        "x = np.zeros(3).to(device)\n",
+        "x = torch.zeros(3).to(device, torch.half, False, False, extra)\n",
+    ],
+)
+def test_lookalikes_stay_silent(src):
+    assert lint(src)[1] == []
