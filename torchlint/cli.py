@@ -135,7 +135,12 @@ def run_check(argv: Sequence[str]) -> int:
             return fixer.run_fix(files, resolver, args)
         from torchlint.runner import lint_paths
 
-        result = lint_paths(files, resolver, jobs=args.jobs)
+        cache = None
+        if not args.no_cache:
+            from torchlint.cache import open_cache
+
+            cache = open_cache(resolver.default, args.cache_dir)
+        result = lint_paths(files, resolver, jobs=args.jobs, cache=cache)
         return report(result, args, resolver, checked_paths=files)
     except ConfigError as exc:
         print(f"torchlint: error: {exc}", file=sys.stderr)

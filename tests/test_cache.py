@@ -1,0 +1,195 @@
+"""The results cache: a warm run gives the same findings as a cold one, and any change that can
+change findings (content, settings, torchlint's own code) makes the file be linted again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchlint import cache as cache_mod
+from torchlint.cli import main
+
+BAD = "import torch.nn as nn\n\nmodel = nn.DataParallel(model)\n"
+GOOD = "import torch.nn as nn\n\nmodel = nn.Linear(2, 2)\n"
+OLD = 1_600_000_000_000_000_000  # an mtime far in the past: not "racily clean"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(cache_mod.ENV_VAR, raising=False)
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+def write(path: Path, text: str, mtime_ns: int = OLD) -> None:
+    path.write_text(text)
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def findings(capsys, *args):
+    code = main(["--output-format", "json", "--exit-zero", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return [(d["filename"], d["code"], d["location"]["row"], d["location"]["column"]) for d in json.loads(out)]
+
+
+def spy(monkeypatch):
+    """Names of the files the engine actually lints."""
+    from torchlint import runner
+
+    linted = []
+    real = runner._lint_for_cache
+
+    def counting(path, settings):
+        linted.append(os.path.basename(path))
+        return real(path, settings)
+
+    monkeypatch.setattr(runner, "_lint_for_cache", counting)
+    return linted
+
+
+def test_warm_run_reads_findings_from_the_cache(project, capsys, monkeypatch):
+    write(project / "bad.py", BAD)
+    write(project / "good.py", GOOD)
+    linted = spy(monkeypatch)
+    cold = findings(capsys, ".")
+    assert sorted(linted) == ["bad.py", "good.py"]
+    assert (project / ".torchlint_cache" / "CACHEDIR.TAG").is_file()
+    linted.clear()
+    assert findings(capsys, ".") == cold == [("bad.py", "TL701", 3, 9)]
+    assert linted == []
+
+
+def test_full_report_rereads_text_for_code_frames(project, capsys):
+    write(project / "bad.py", BAD)
+    main(["--output-format", "full", "."])
+    cold = capsys.readouterr().out
+    main(["--output-format", "full", "."])
+    assert capsys.readouterr().out == cold
+    assert "nn.DataParallel(model)" in cold
+
+
+def test_changed_content_is_linted_again(project, capsys, monkeypatch):
+    write(project / "a.py", GOOD)
+    findings(capsys, ".")
+    linted = spy(monkeypatch)
+    write(project / "a.py", BAD)  # different size
+    assert findings(capsys, ".") == [("a.py", "TL701", 3, 9)]
+    write(project / "a.py", BAD.replace("model", "modes"), mtime_ns=OLD + 10**9)  # same size
+    assert findings(capsys, ".") == [("a.py", "TL701", 3, 9)]
+    assert linted == ["a.py", "a.py"]
+
+
+def test_touched_but_unchanged_file_is_rehashed_not_relinted(project, capsys, monkeypatch):
+    write(project / "a.py", BAD)
+    findings(capsys, ".")
+    linted = spy(monkeypatch)
+    os.utime(project / "a.py", ns=(OLD + 10**9, OLD + 10**9))
+    assert findings(capsys, ".") == [("a.py", "TL701", 3, 9)]
+    assert linted == []
+
+
+def test_recent_mtime_is_not_trusted(project, capsys, monkeypatch):
+    # Written "now": a same-size edit within the timestamp granularity would keep size and mtime.
+    (project / "a.py").write_text(GOOD)
+    st = os.stat(project / "a.py")
+    findings(capsys, ".")
+    (project / "a.py").write_text(GOOD.replace("2, 2", "3, 3"))
+    os.utime(project / "a.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+    linted = spy(monkeypatch)
+    findings(capsys, ".")
+    assert linted == ["a.py"]
+
+
+def test_settings_and_code_changes_invalidate(project, capsys, monkeypatch):
+    write(project / "a.py", BAD)
+    findings(capsys, ".")
+    linted = spy(monkeypatch)
+    assert findings(capsys, "--ignore", "TL701", ".") == []
+    assert linted == ["a.py"]
+    monkeypatch.setattr(cache_mod, "_CODE_SIGNATURE", "a-new-rule-landed")
+    assert findings(capsys, ".") == [("a.py", "TL701", 3, 9)]
+    assert linted == ["a.py", "a.py"]
+
+
+def test_corrupt_index_is_ignored_and_rewritten(project, capsys, monkeypatch):
+    write(project / "a.py", BAD)
+    findings(capsys, ".")
+    [index] = (project / ".torchlint_cache" / "v1").glob("*.json")
+    index.write_text("{not json")
+    assert findings(capsys, ".") == [("a.py", "TL701", 3, 9)]
+    assert json.loads(index.read_text())["format"] == "v1"
+    data = json.loads(index.read_text())
+    for row in data["files"].values():
+        row[4] = [{"code": "TL701"}]  # an entry missing fields
+    index.write_text(json.dumps(data))
+    linted = spy(monkeypatch)
+    assert findings(capsys, ".") == [("a.py", "TL701", 3, 9)]
+    assert linted == ["a.py"]
+
+
+def test_deleted_files_are_pruned(project, capsys):
+    write(project / "a.py", BAD)
+    write(project / "b.py", GOOD)
+    findings(capsys, ".")
+    (project / "b.py").unlink()
+    findings(capsys, ".")
+    [index] = (project / ".torchlint_cache" / "v1").glob("*.json")
+    assert [os.path.basename(k) for k in json.loads(index.read_text())["files"]] == ["a.py"]
+
+
+def test_no_cache_and_cache_dir_locations(project, capsys, monkeypatch):
+    write(project / "a.py", BAD)
+    findings(capsys, "--no-cache", ".")
+    assert not (project / ".torchlint_cache").exists()
+    findings(capsys, "--cache-dir", "elsewhere", ".")
+    assert (project / "elsewhere" / "CACHEDIR.TAG").is_file()
+    monkeypatch.setenv(cache_mod.ENV_VAR, str(project / "from-env"))
+    findings(capsys, ".")
+    assert (project / "from-env" / "CACHEDIR.TAG").is_file()
+    monkeypatch.delenv(cache_mod.ENV_VAR)
+    (project / "pyproject.toml").write_text('[tool.torchlint]\ncache-dir = "from-config"\n')
+    findings(capsys, ".")
+    assert (project / "from-config" / "CACHEDIR.TAG").is_file()
+    assert not (project / ".torchlint_cache").exists()
+
+
+def test_clean_removes_the_cache(project, capsys):
+    write(project / "a.py", BAD)
+    findings(capsys, ".")
+    assert main(["clean"]) == 0
+    assert not (project / ".torchlint_cache").exists()
+    assert main(["clean"]) == 0  # nothing to remove
+    (project / "precious").mkdir()
+    (project / "precious" / "data.txt").write_text("keep me")
+    assert main(["clean", "--cache-dir", "precious"]) == 2
+    assert (project / "precious" / "data.txt").is_file()
+
+
+def test_unwritable_cache_does_not_fail_the_run(project, capsys):
+    write(project / "a.py", BAD)
+    (project / "blocker").write_text("a file where the cache folder should go")
+    code = main(["--output-format", "json", "--cache-dir", "blocker/cache", "."])
+    out, err = capsys.readouterr()
+    assert code == 1 and len(json.loads(out)) == 1
+    assert "cannot write cache" in err
+
+
+def test_concurrent_runs_leave_a_valid_cache(project):
+    for i in range(40):
+        write(project / f"m{i}.py", BAD if i % 2 else GOOD)
+    cmd = [sys.executable, "-m", "torchlint", "--output-format", "json", "--exit-zero", "-j", "1", "."]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    assert len({o[0] for o in outs}) == 1
+    warm = subprocess.run(cmd, capture_output=True, check=True)
+    assert warm.stdout == outs[0][0]
+    leftovers = [p for p in (project / ".torchlint_cache" / "v1").iterdir() if p.suffix != ".json"]
+    assert leftovers == []

@@ -1,0 +1,301 @@
+"""Stage 9 of the pipeline: the results cache, so that an unchanged tree lints instantly.
+
+Layout (like ruff's ``.ruff_cache``)::
+
+    .torchlint_cache/
+        CACHEDIR.TAG  .gitignore
+        v1/<key>.json      one index per (torchlint code, settings fingerprint)
+
+An index maps each file's absolute path to ``[size, mtime_ns, content hash, racy, findings]``.
+A run loads each index it needs once, ``stat``s every file, and re-reads and re-hashes a file
+only when its size or mtime changed (or when its mtime was too recent to trust, as git does for
+"racily clean" entries). Findings are stored after ``noqa`` and ``per-file-ignores`` filtering,
+without the path (a file can be named differently from another working directory). The text of
+a file with findings is not stored: the reporter re-reads it for code frames.
+
+The key covers the torchlint version, the size and mtime of every module of the installed
+torchlint package (so a new or edited rule invalidates the cache, even in a development
+checkout) and ``Settings.fingerprint`` (enabled codes, per-file-ignores, target torch version,
+rule options, root).
+
+Concurrent runs are safe: indexes are replaced atomically, the last writer wins, and an entry
+lost that way is recomputed next time. A corrupt index or entry is ignored and rewritten.
+
+This module must stay light: a fully warm run imports neither libcst nor the rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Dict, List, Optional, Tuple
+
+from torchlint import __version__
+from torchlint.diagnostics import Diagnostic
+
+CACHE_DIR_NAME = ".torchlint_cache"
+ENV_VAR = "TORCHLINT_CACHE_DIR"
+FORMAT = "v1"
+# An mtime this close to the moment it was recorded may hide a later same-size write within
+# the filesystem's timestamp granularity; such entries are re-hashed on the next run.
+RACY_NS = 2_000_000_000
+
+_CACHEDIR_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by torchlint.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def resolve_cache_dir(settings, flag: Optional[str] = None) -> str:
+    """--cache-dir, then $TORCHLINT_CACHE_DIR, then the config's ``cache-dir`` (relative to the
+    config's folder), then ``.torchlint_cache`` in the project root (config folder or cwd)."""
+    if flag:
+        return os.path.abspath(flag)
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return os.path.abspath(env)
+    root = getattr(settings, "root", ".") or "."
+    configured = getattr(settings, "cache_dir", None)
+    if configured:
+        return os.path.abspath(os.path.join(root, os.path.expanduser(configured)))
+    return os.path.abspath(os.path.join(root, CACHE_DIR_NAME))
+
+
+_CODE_SIGNATURE: Optional[str] = None
+
+
+def code_signature() -> str:
+    """The torchlint version plus (path, size, mtime) of every module of the package: editing
+    or adding a rule, or upgrading torchlint, starts a fresh cache. About 50 ``stat`` calls."""
+    global _CODE_SIGNATURE
+    if _CODE_SIGNATURE is None:
+        package = os.path.dirname(os.path.abspath(__file__))
+        parts = [__version__, sys.version.split()[0]]
+        for folder, dirs, names in os.walk(package):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        continue
+                    parts.append(f"{os.path.relpath(path, package)}:{st.st_size}:{st.st_mtime_ns}")
+        _CODE_SIGNATURE = hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+    return _CODE_SIGNATURE
+
+
+class Entry:
+    """What the cache knows of one file; ``findings`` stays JSON until a hit needs it."""
+
+    __slots__ = ("size", "mtime_ns", "digest", "racy", "findings")
+
+    def __init__(self, size: int, mtime_ns: int, digest: str, racy: bool, findings: list) -> None:
+        self.size, self.mtime_ns, self.digest, self.racy, self.findings = size, mtime_ns, digest, racy, findings
+
+    def to_json(self) -> list:
+        return [self.size, self.mtime_ns, self.digest, self.racy, self.findings]
+
+    @classmethod
+    def from_json(cls, row) -> Optional["Entry"]:
+        try:
+            size, mtime_ns, digest, racy, findings = row
+            if isinstance(size, int) and isinstance(mtime_ns, int) and isinstance(digest, str) and isinstance(findings, list):
+                return cls(size, mtime_ns, digest, bool(racy), findings)
+        except (TypeError, ValueError):
+            pass
+        return None
+
+
+def _finding_to_json(d: Diagnostic) -> dict:
+    data = d.to_json()
+    del data["filename"], data["url"]
+    return data
+
+
+def findings_from_json(rows: list, path: str) -> Optional[List[Diagnostic]]:
+    """The stored findings of one file, re-attached to ``path``; None if the entry is corrupt."""
+    try:
+        return [Diagnostic.from_json(dict(row, filename=path)) for row in rows]
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+
+
+class Index:
+    """One index file: every file checked under one settings fingerprint."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.entries: Dict[str, Entry] = {}
+        self.seen: set = set()
+        self.dirty = False
+        try:
+            with open(path, "rb") as fh:
+                data = json.loads(fh.read())
+            rows = data["files"] if data.get("format") == FORMAT else {}
+            for key, row in rows.items():
+                entry = Entry.from_json(row)
+                if entry is None:
+                    self.dirty = True
+                else:
+                    self.entries[key] = entry
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            self.entries, self.dirty = {}, True  # corrupt: start over, rewrite on save
+
+    def prune(self) -> None:
+        """Forget files that no longer exist (those this run did not see are checked)."""
+        for key in [k for k in self.entries if k not in self.seen]:
+            if not os.path.exists(key):
+                del self.entries[key]
+                self.dirty = True
+
+    def save(self) -> None:
+        from torchlint.atomic import atomic_write_bytes
+
+        data = {"format": FORMAT, "version": __version__,
+                "files": {k: e.to_json() for k, e in sorted(self.entries.items())}}
+        atomic_write_bytes(self.path, json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        self.dirty = False
+
+
+class Cache:
+    """The results cache of one run. ``lookup`` before linting a file, ``store`` after,
+    ``save`` at the end. Never raises for a bad or unwritable cache: it just does not help."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._indexes: Dict[str, Index] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _index(self, settings) -> Index:
+        key = hashlib.blake2b(f"{code_signature()}:{settings.fingerprint}".encode(), digest_size=12).hexdigest()
+        index = self._indexes.get(key)
+        if index is None:
+            index = Index(os.path.join(self.directory, FORMAT, key + ".json"))
+            self._indexes[key] = index
+        return index
+
+    def lookup(self, path: str, settings) -> Tuple[Optional[List[Diagnostic]], Optional[os.stat_result]]:
+        """(cached findings or None, the file's stat before any read). A stat of None means the
+        file cannot be cached (it cannot be stat'ed)."""
+        key = os.path.abspath(path)
+        try:
+            st = os.stat(key)
+        except OSError:
+            return None, None
+        index = self._index(settings)
+        index.seen.add(key)
+        entry = index.entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None, st
+        if entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns and not entry.racy:
+            found = findings_from_json(entry.findings, path)
+        elif entry.size != st.st_size:
+            found = None
+        else:  # same size, different or untrustworthy mtime: compare contents
+            try:
+                with open(key, "rb") as fh:
+                    digest = content_hash(fh.read())
+            except OSError:
+                digest = None
+            found = findings_from_json(entry.findings, path) if digest == entry.digest else None
+            if found is not None:
+                entry.mtime_ns, entry.racy = st.st_mtime_ns, _is_racy(st.st_mtime_ns)
+                index.dirty = True
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found, st
+
+    def store(self, path: str, settings, st: os.stat_result, digest: str, diagnostics: List[Diagnostic]) -> None:
+        """Remember the findings for ``path`` whose content hashed to ``digest`` and whose stat,
+        taken before it was read, was ``st``."""
+        index = self._index(settings)
+        key = os.path.abspath(path)
+        index.seen.add(key)
+        index.entries[key] = Entry(
+            st.st_size, st.st_mtime_ns, digest, _is_racy(st.st_mtime_ns), [_finding_to_json(d) for d in diagnostics]
+        )
+        index.dirty = True
+
+    def save(self) -> None:
+        for index in self._indexes.values():
+            index.prune()
+            if not index.dirty:
+                continue
+            try:
+                _prepare_dir(self.directory)
+                os.makedirs(os.path.dirname(index.path), exist_ok=True)
+                index.save()
+            except OSError as exc:  # read-only tree, full disk: the run still succeeds
+                print(f"torchlint: warning: cannot write cache {index.path}: {exc}", file=sys.stderr)
+
+
+def _is_racy(mtime_ns: int) -> bool:
+    return mtime_ns >= time.time_ns() - RACY_NS
+
+
+def _prepare_dir(directory: str) -> None:
+    if os.path.isfile(os.path.join(directory, "CACHEDIR.TAG")):
+        return
+    os.makedirs(directory, exist_ok=True)
+    from torchlint.atomic import atomic_write_text
+
+    atomic_write_text(os.path.join(directory, ".gitignore"), "# Created by torchlint.\n*\n")
+    atomic_write_text(os.path.join(directory, "CACHEDIR.TAG"), _CACHEDIR_TAG)
+
+
+def open_cache(settings, flag: Optional[str] = None) -> Cache:
+    return Cache(resolve_cache_dir(settings, flag))
+
+
+# -- torchlint clean ---------------------------------------------------------------------------
+
+def clean_main(argv) -> int:
+    """``torchlint clean [--cache-dir PATH] [--config PATH] [--isolated]``: remove the cache."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="torchlint clean", description="Remove the results cache.")
+    parser.add_argument("--cache-dir", metavar="PATH", help="the cache folder (default: .torchlint_cache)")
+    parser.add_argument("--config", metavar="PATH", help="the pyproject.toml whose cache-dir to use")
+    parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 2
+    from torchlint.config import ConfigError, SettingsResolver
+
+    try:
+        settings = SettingsResolver(config_file=args.config, isolated=args.isolated).default
+    except ConfigError as exc:
+        print(f"torchlint: error: {exc}", file=sys.stderr)
+        return 2
+    directory = resolve_cache_dir(settings, args.cache_dir)
+    if not os.path.isdir(directory):
+        return 0
+    if not os.path.isfile(os.path.join(directory, "CACHEDIR.TAG")) and os.listdir(directory):
+        # Never delete a folder torchlint did not create (a mistyped --cache-dir).
+        print(f"torchlint: error: {directory} is not a torchlint cache (no CACHEDIR.TAG); not removing it",
+              file=sys.stderr)
+        return 2
+    try:
+        shutil.rmtree(directory)
+    except OSError as exc:
+        print(f"torchlint: error: cannot remove {directory}: {exc}", file=sys.stderr)
+        return 2
+    print(f"Removed {directory}", file=sys.stderr)
+    return 0
