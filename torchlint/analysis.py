@@ -4,6 +4,7 @@ re-deriving them; each has tests in tests/test_analysis.py."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -194,3 +195,326 @@ def code_in_place(ctx, node: cst.CSTNode) -> str:
     )
     node._codegen(state)
     return "".join(state.tokens)
+
+
+# -- loops, guards, handlers: shared by the host-sync, memory and debug rules ------------------
+
+def name_tokens(node: Optional[cst.CSTNode]) -> List[str]:
+    """Lower-case words of every name in a Name/Attribute chain or a call's callee:
+    ``self.args.should_log`` -> ["self", "args", "should", "log"]; camelCase is split too."""
+    while isinstance(node, cst.Call):
+        node = node.func
+    parts: List[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+    words: List[str] = []
+    for part in reversed(parts):
+        spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", part)
+        words.extend(w.lower() for w in spaced.split("_") if w)
+    return words
+
+
+def _last_name(node: cst.CSTNode) -> Optional[str]:
+    while isinstance(node, cst.Call):
+        node = node.func
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return None
+
+
+def _memo(ctx, key: str, node: cst.CSTNode, compute):
+    slot = (key, id(node))
+    try:
+        return ctx.analysis_memo[slot]
+    except KeyError:
+        value = ctx.analysis_memo[slot] = compute()
+        return value
+
+
+def _body_nodes(root: cst.CSTNode, skip: Tuple[type, ...]):
+    """Nodes under ``root`` (not root), not descending into nodes of the ``skip`` types."""
+    stack = list(root.children)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, skip):
+            stack.extend(node.children)
+
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_LOOPS = (cst.For, cst.While)
+# Iterables that wrap a data loader without changing what one iteration is.
+_LOADER_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
+
+
+def dataloader_names(ctx) -> frozenset:
+    """Dotted names (``train_dl``, ``self.dl``) assigned from a torch DataLoader call in the file."""
+    def compute():
+        names = set()
+        if "DataLoader" not in ctx.text:
+            return frozenset()
+        from torchlint.imports import dotted_name
+        from torchlint.torch_api import DATALOADER
+
+        for node in _body_nodes(ctx.module, ()):
+            if isinstance(node, (cst.Assign, cst.AnnAssign)) and isinstance(node.value, cst.Call):
+                if ctx.resolve_call(node.value) != DATALOADER:
+                    continue
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    name = dotted_name(target)
+                    if name:
+                        names.add(name)
+        return frozenset(names)
+
+    return _memo(ctx, "dataloader_names", ctx.module, compute)
+
+
+def is_loader_expression(node: cst.BaseExpression, ctx) -> bool:
+    """Does iterating ``node`` yield batches from a data loader? ``train_loader``,
+    ``self.val_dataloader()``, a name bound from ``DataLoader(...)``, ``enumerate(loader)``,
+    ``tqdm(loader)``, ``DataLoader(ds)`` itself. ``loaders`` (a collection of loaders) is not."""
+    from torchlint.imports import dotted_name
+    from torchlint.torch_api import DATALOADER
+
+    if isinstance(node, cst.Call):
+        if ctx.resolve_call(node) == DATALOADER:
+            return True
+        if _last_name(node.func) in _LOADER_WRAPPERS:
+            return any(not a.keyword and not a.star and is_loader_expression(a.value, ctx) for a in node.args)
+    name = dotted_name(node.func if isinstance(node, cst.Call) else node)
+    if name is None:
+        return False
+    if not isinstance(node, cst.Call) and name in dataloader_names(ctx):
+        return True
+    last = name.rsplit(".", 1)[-1].lower()
+    return "loader" in last and not last.endswith("loaders")
+
+
+def _is_optimizer_like(receiver: cst.BaseExpression) -> bool:
+    last = (_last_name(receiver) or "").lower()
+    return last.startswith("opt") or "optim" in last or "scaler" in last
+
+
+def calls_gradient_step(loop: cst.CSTNode, ctx) -> bool:
+    """Does the loop's own body (not nested loops or functions) call ``.backward()``,
+    ``optimizer.step()`` or ``scaler.step(optimizer)``?"""
+    def compute():
+        for node in _body_nodes(loop.body, _SCOPES + _LOOPS):
+            call = method_call(node)
+            if call is None:
+                continue
+            receiver, name = call
+            if name == "backward" or (name == "step" and _is_optimizer_like(receiver)):
+                return True
+        return False
+
+    return _memo(ctx, "gradient_step", loop, compute)
+
+
+def is_training_loop(loop: cst.CSTNode, ctx) -> bool:
+    """A For over a data loader, or a For/While whose own body takes a gradient step. An epoch
+    loop (``for epoch in range(n)``) around the batch loop is not one: its body runs once an epoch."""
+    if not isinstance(loop, _LOOPS):
+        return False
+
+    def compute():
+        if isinstance(loop, cst.For) and is_loader_expression(loop.iter, ctx):
+            return True
+        return calls_gradient_step(loop, ctx)
+
+    return _memo(ctx, "training_loop", loop, compute)
+
+
+def _path_below(ctx, top: cst.CSTNode, node: Optional[cst.CSTNode]) -> List[cst.CSTNode]:
+    """The ancestors strictly below ``top`` down to ``node`` (included when given)."""
+    ancestors = ctx.ancestors
+    for index in range(len(ancestors) - 1, -1, -1):
+        if ancestors[index] is top:
+            path = list(ancestors[index + 1:])
+            break
+    else:
+        path = list(ancestors)
+    if node is not None:  # the node being visited is not yet among the ancestors
+        path.append(node)
+    return path
+
+
+def _guarded_branches(path: List[cst.CSTNode]):
+    """(test, ...) for each if/ternary on ``path`` whose *true* branch the path goes through."""
+    for outer, inner in zip(path, path[1:]):
+        if isinstance(outer, cst.If) and inner is outer.body:
+            yield outer.test
+        elif isinstance(outer, cst.IfExp) and inner is outer.body:
+            yield outer.test
+
+
+def _is_modulo(node: cst.CSTNode) -> bool:
+    return any(
+        isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+        for n in [node, *_body_nodes(node, ())]
+    )
+
+
+_PERIODIC_WORDS = frozenset({"log", "logging", "logger", "verbose", "debug", "print", "display", "report", "plot"})
+_STEP_WORDS = frozenset({"step", "steps", "iter", "iteration", "it", "i", "idx", "batch", "epoch"})
+
+
+def is_periodic_guard(test: cst.BaseExpression) -> bool:
+    """A test that is true on few iterations: ``step % n == 0``, ``not i % n``, ``if verbose``,
+    ``self.control.should_log``, ``step == 0``, ``i == len(loader) - 1``; ``a and b`` when either
+    is, ``a or b`` when both are. ``rank == 0`` / ``is_main_process`` alone are not: they hold on
+    every step of that process."""
+    if isinstance(test, cst.BooleanOperation):
+        left, right = is_periodic_guard(test.left), is_periodic_guard(test.right)
+        return (left or right) if isinstance(test.operator, cst.And) else (left and right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_modulo(test.expression)  # not step % n
+    if isinstance(test, cst.Comparison):
+        if all(isinstance(t.operator, cst.Equal) for t in test.comparisons):
+            sides = [test.left, *(t.comparator for t in test.comparisons)]
+            if any(_is_modulo(s) for s in sides):
+                return True
+            if any(set(name_tokens(s)) & _STEP_WORDS for s in sides if isinstance(s, (cst.Name, cst.Attribute))):
+                return True  # a one-off step: step == 0, i == len(loader) - 1
+        return False
+    if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
+        return bool(set(name_tokens(test)) & _PERIODIC_WORDS)
+    return False
+
+
+def under_periodic_guard(ctx, loop: cst.CSTNode, node: Optional[cst.CSTNode] = None) -> bool:
+    """Is the current node (or ``node``) inside ``loop`` under a logging/periodic ``if``?"""
+    return any(is_periodic_guard(test) for test in _guarded_branches(_path_below(ctx, loop, node)))
+
+
+_OOM_TEXT = re.compile(r"out of memory|outofmemory|out_of_memory|\boom\b|reduce_batch_size", re.IGNORECASE)
+
+
+def in_oom_handler(ctx) -> bool:
+    """Inside an ``except`` that handles running out of memory: ``except torch.cuda.OutOfMemoryError``
+    / ``torch.OutOfMemoryError``, or any handler whose code speaks of OOM
+    (``if "out of memory" in str(e)``)."""
+    for node in reversed(ctx.ancestors):
+        if isinstance(node, _SCOPES):
+            return False
+        if isinstance(node, cst.ExceptHandler):
+            types = node.type.elements if isinstance(node.type, cst.Tuple) else [node.type]
+            if any(getattr(t, "value", t) is not None and _last_name(getattr(t, "value", t)) == "OutOfMemoryError" for t in types):
+                return True
+            if _OOM_TEXT.search(ctx.module.code_for_node(node)):
+                return True
+    return False
+
+
+def is_test_path(path: str) -> bool:
+    """``test_x.py``, ``x_test.py``, ``conftest.py``, or anything under a ``tests``/``test`` folder."""
+    parts = re.split(r"[\\/]", path)
+    name = parts[-1]
+    if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
+        return True
+    return any(p in ("test", "tests", "testing") for p in parts[:-1])
+
+
+def in_test_code(ctx) -> bool:
+    """A test file, or inside a ``test*`` function or a ``Test*`` class."""
+    if is_test_path(ctx.path):
+        return True
+    for node in ctx.ancestors:
+        if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
+            return True
+        if isinstance(node, cst.ClassDef) and node.name.value.startswith("Test"):
+            return True
+    return False
+
+
+_DEBUG_WORDS = frozenset({"debug", "debugging", "anomaly", "sanity", "nan", "profile", "profiling", "profiler", "trace", "tracing"})
+_DEBUG_TEXT = re.compile(r"debug|anomaly|profil|sanity", re.IGNORECASE)
+
+
+def _is_debug_test(test: cst.BaseExpression) -> bool:
+    for node in [test, *_body_nodes(test, ())]:
+        if isinstance(node, (cst.Name, cst.Attribute)) and set(name_tokens(node)) & _DEBUG_WORDS:
+            return True
+        if isinstance(node, cst.SimpleString) and _DEBUG_TEXT.search(node.value):
+            return True  # os.environ.get("TORCH_DEBUG")
+    return False
+
+
+def in_debug_branch(ctx, node: Optional[cst.CSTNode] = None) -> bool:
+    """Under ``if debug:`` / ``if args.detect_anomaly:`` / ``if os.environ.get("DEBUG"):``, or in a
+    function whose name says debug (``def enable_debug_mode``)."""
+    if any(_is_debug_test(test) for test in _guarded_branches(_path_below(ctx, ctx.module, node))):
+        return True
+    func = enclosing_function(ctx)
+    return func is not None and "debug" in name_tokens(func.name)
+
+
+_PER_STEP_NAMES = frozenset({"forward", "step", "train_batch", "train_on_batch"})
+
+
+def is_per_step_function(func: Optional[cst.CSTNode]) -> bool:
+    """Runs once per training step: ``forward``, ``step``, ``training_step``/``train_step``/any
+    ``*_step``, ``*_forward``. A function merely *containing* a training loop is not (its top
+    level runs once per call)."""
+    if not isinstance(func, cst.FunctionDef):
+        return False
+    name = func.name.value
+    return name in _PER_STEP_NAMES or name.endswith("_step") or name.endswith("_forward")
+
+
+def grad_disabled(ctx, upto: Optional[cst.CSTNode] = None) -> bool:
+    """Inside ``with torch.no_grad()`` / ``torch.inference_mode()`` or a function decorated so
+    (only ancestors above ``upto`` count when it is given)."""
+    names = ("torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
+             "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad")
+    for node in ctx.ancestors:
+        if node is upto:
+            break
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if isinstance(item.item, cst.Call) and ctx.resolve_call(item.item) in names:
+                    return True
+        elif isinstance(node, cst.FunctionDef):
+            for deco in node.decorators:
+                target = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+                if ctx.resolve(target) in names:
+                    return True
+    return False
+
+
+def indentation(ctx, upto: Optional[cst.CSTNode] = None) -> str:
+    """The absolute indentation of the statement being visited (or of ancestor ``upto``)."""
+    parts = []
+    for node in ctx.ancestors:
+        if node is upto:
+            break
+        if isinstance(node, cst.IndentedBlock):
+            parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
+    return "".join(parts)
+
+
+def statement_removal_edits(ctx, call: cst.Call) -> Optional[tuple]:
+    """Edits deleting the expression statement ``call`` (being visited) from its block: its lines
+    go, a trailing comment stays as a comment line, and a block it would empty gets ``pass``.
+    None when the call is not a statement alone on its line."""
+    from torchlint.context import DELETE_LINES, REPLACE, NodeEdit
+
+    ancestors = ctx.ancestors
+    if len(ancestors) < 3 or not isinstance(ancestors[-1], cst.Expr) or ancestors[-1].value is not call:
+        return None
+    expr, line, block = ancestors[-1], ancestors[-2], ancestors[-3]
+    if len(getattr(line, "body", ())) != 1:
+        return None
+    if isinstance(line, cst.SimpleStatementSuite) or (isinstance(block, cst.IndentedBlock) and len(block.body) == 1):
+        return (NodeEdit(expr, "pass", REPLACE),)
+    if not isinstance(line, cst.SimpleStatementLine):
+        return None
+    comment = line.trailing_whitespace.comment
+    kept = f"{indentation(ctx)}{comment.value}\n" if comment is not None else ""
+    return (NodeEdit(line, kept, DELETE_LINES),)

@@ -5,7 +5,7 @@ computed only for files that have findings (see ``engine``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
@@ -56,6 +56,8 @@ class FileContext:
         #: Ancestors of the node being visited, outermost first (the Module is ancestors[0]).
         self.ancestors: List[cst.CSTNode] = []
         self.pending: List[PendingDiagnostic] = []
+        #: Answers of analysis helpers, memoized per file: (helper name, id(node)) -> answer.
+        self.analysis_memo: Dict[Tuple[str, int], Any] = {}
 
     # -- names ------------------------------------------------------------------------------
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:

@@ -76,6 +76,15 @@ BATCHNORM_CLASSES = frozenset({"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "
 
 HOST_SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 
+# Release the caching allocator's free blocks to the driver (TL501).
+EMPTY_CACHE_FUNCTIONS = frozenset({"torch.cuda.empty_cache", "torch.xpu.empty_cache", "torch.mps.empty_cache",
+                                   "torch.xpu.memory.empty_cache", "torch.mps.memory.empty_cache"})
+# Autograd anomaly mode and the legacy autograd profilers (TL601); torch.profiler.profile is not here.
+SET_DETECT_ANOMALY = "torch.autograd.set_detect_anomaly"
+DETECT_ANOMALY = "torch.autograd.detect_anomaly"
+LEGACY_PROFILERS = frozenset({"torch.autograd.profiler.profile", "torch.autograd.profiler.emit_nvtx",
+                              "torch.autograd.profiler_legacy.profile"})
+
 DEFAULT_TORCH_VERSION = (2, 13)
 
 

@@ -10,6 +10,9 @@ from torchlint.rules.base import Rule
 
 RULE_MODULES = (
     "torchlint.rules.parallel",
+    "torchlint.rules.host_sync",
+    "torchlint.rules.memory",
+    "torchlint.rules.debug",
     "torchlint.rules.dataloader",
     "torchlint.rules.device",
     "torchlint.rules.batchnorm",

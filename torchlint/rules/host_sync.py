@@ -1,0 +1,150 @@
+"""TL2xx: host-device synchronisation."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import libcst as cst
+
+from torchlint.analysis import (
+    calls_gradient_step,
+    enclosing_function,
+    enclosing_loops,
+    grad_disabled,
+    is_training_loop,
+    method_call,
+    name_tokens,
+    under_periodic_guard,
+)
+from torchlint.rules.base import Rule
+from torchlint.torch_api import HOST_SYNC_METHODS
+
+# Receivers whose `.cpu()` moves a module, not a tensor: not a per-step host sync.
+_MODULE_WORDS = frozenset({"self", "model", "module", "net", "network", "encoder", "decoder"})
+# Roots that are never torch tensors: `np.array(x).tolist()`.
+_HOST_LIBRARIES = ("numpy", "pandas")
+_EVAL_WORDS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validate", "validation",
+                         "test", "predict", "prediction", "inference", "infer"})
+
+
+def _takes_no_positional(call: cst.Call, method: str) -> bool:
+    """`.item()`/`.tolist()` take no arguments; `.cpu()`/`.numpy()` only keywords
+    (`memory_format=`, `force=`). Anything else is some other class's method."""
+    if method in ("item", "tolist"):
+        return not call.args
+    return all(arg.keyword is not None for arg in call.args)
+
+
+def _sync_methods_in_chain(call: cst.Call) -> List[str]:
+    """Sync methods along a receiver chain, innermost (first executed) first:
+    `loss.detach().cpu().numpy()` -> ["cpu", "numpy"]."""
+    methods: List[str] = []
+    node: cst.BaseExpression = call
+    while True:
+        if isinstance(node, cst.Call):
+            mc = method_call(node)
+            if mc is None:
+                break
+            if mc[1] in HOST_SYNC_METHODS and _takes_no_positional(node, mc[1]):
+                methods.append(mc[1])
+            node = mc[0]
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            break
+    return methods[::-1]
+
+
+def _base_name(node: cst.BaseExpression) -> Optional[cst.Name]:
+    """The name a receiver chain starts from: `np` in `np.array(x).tolist()`."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return node if isinstance(node, cst.Name) else None
+
+
+class HostSyncInLoop(Rule):
+    """Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` on tensors in the body of a training
+    loop (a loop over a data loader, or one that calls `.backward()` / `optimizer.step()`).
+
+    Each of these copies a value to the host, so the CPU waits until the GPU has finished every
+    kernel queued so far; done every step, the GPU idles while Python queues the next step. A
+    chain (`loss.detach().cpu().numpy()`) is one sync and one finding. Calls under a logging
+    guard (`if step % n == 0:`, `if verbose:`), after the loop, in functions defined in the loop,
+    and evaluation loops (no gradient step, under `no_grad`/`inference_mode` or in an
+    `evaluate`/`validate`/`predict` function, or over a `val`/`eval`/`test` loader) stay silent.
+    """
+
+    code = "TL201"
+    name = "host-sync-in-loop"
+    summary = "`.item()`/`.cpu()`/`.numpy()`/`.tolist()` in a training loop stalls the GPU every step."
+    message = (
+        "A host-device sync in a training loop waits for all queued GPU work every step; keep "
+        "running values on the device and read them under a logging guard."
+    )
+    _template = (
+        "`.{method}()` in a training loop waits for all queued GPU work every step (a host-device "
+        "sync); keep running values on the device (`total += loss.detach()`) and read them under a "
+        "logging guard (`if step % log_every == 0:`)."
+    )
+    requires = (("item", "cpu", "numpy", "tolist"),)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        mc = method_call(node)
+        if mc is None or mc[1] not in HOST_SYNC_METHODS or not _takes_no_positional(node, mc[1]):
+            return
+        if self._inside_reported_chain(node):
+            return
+        if self._not_a_tensor(mc[0]):
+            return
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        if loop is None or under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
+            return
+        first = _sync_methods_in_chain(node)[0]
+        self.report(node, self._template.format(method=first))
+
+    def _inside_reported_chain(self, node: cst.Call) -> bool:
+        """Is `node` the receiver of an outer sync call (`x.cpu()` in `x.cpu().numpy()`)?"""
+        current: cst.CSTNode = node
+        for ancestor in reversed(self.ctx.ancestors):
+            if isinstance(ancestor, (cst.Attribute, cst.Subscript)) and ancestor.value is current:
+                current = ancestor
+            elif isinstance(ancestor, cst.Call) and ancestor.func is current:
+                if (
+                    isinstance(current, cst.Attribute)
+                    and current.attr.value in HOST_SYNC_METHODS
+                    and _takes_no_positional(ancestor, current.attr.value)
+                ):
+                    return True
+                current = ancestor
+            else:
+                return False
+        return False
+
+    def _not_a_tensor(self, receiver: cst.BaseExpression) -> bool:
+        """`model.cpu()` moves a module; `np.array(x).tolist()` is already on the host."""
+        if isinstance(receiver, (cst.Name, cst.Attribute)):
+            last = receiver.value if isinstance(receiver, cst.Name) else receiver.attr.value
+            tokens = name_tokens(cst.Name(last))
+            if last == "self" or (tokens and tokens[-1] in _MODULE_WORDS):
+                return True
+        base = _base_name(receiver)
+        resolved = self.ctx.resolve(base) if base is not None else None
+        return bool(resolved) and resolved.split(".", 1)[0] in _HOST_LIBRARIES
+
+    def _is_evaluation(self, loop: cst.CSTNode) -> bool:
+        if calls_gradient_step(loop, self.ctx):
+            return False
+        if grad_disabled(self.ctx, upto=loop):
+            return True
+        func = enclosing_function(self.ctx)
+        if func is not None and set(name_tokens(func.name)) & _EVAL_WORDS:
+            return True
+        iterable: Optional[cst.BaseExpression] = loop.iter if isinstance(loop, cst.For) else None
+        while isinstance(iterable, cst.Call) and iterable.args:  # enumerate(val_loader)
+            if set(name_tokens(iterable.func)) & _EVAL_WORDS:
+                return True
+            iterable = iterable.args[0].value
+        return iterable is not None and bool(set(name_tokens(iterable)) & _EVAL_WORDS)
+
+
+RULES = [HostSyncInLoop]

@@ -1,0 +1,67 @@
+"""TL5xx: GPU memory management."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis import (
+    enclosing_function,
+    enclosing_loops,
+    in_oom_handler,
+    is_per_step_function,
+    is_training_loop,
+    statement_removal_edits,
+    under_periodic_guard,
+)
+from torchlint.context import FixSpec
+from torchlint.rules.base import Rule
+from torchlint.torch_api import EMPTY_CACHE_FUNCTIONS
+
+
+class EmptyCache(Rule):
+    """Flags `torch.cuda.empty_cache()` in a training loop or in a function that runs every step
+    (`forward`, `step`, `training_step`, any `*_step`).
+
+    The caching allocator keeps freed blocks to hand them out again without a `cudaMalloc`;
+    `empty_cache()` returns them to the driver, so the next step pays for fresh allocations (and
+    `cudaFree` synchronises the device). It never gives the *same* process more memory: the
+    allocator already frees its cache and retries before raising out-of-memory. Calls in an
+    out-of-memory `except` handler, under a periodic guard (`if step % 1000 == 0:`), in loops
+    that are not training loops (`for name in model_names:`), and in setup code stay silent.
+    """
+
+    code = "TL501"
+    name = "empty-cache"
+    summary = "`torch.cuda.empty_cache()` runs every step, forcing the allocator to re-allocate from the driver."
+    message = (
+        "`torch.cuda.empty_cache()` runs every step: it hands the allocator's cached blocks back to "
+        "the driver, so the next step must allocate them again; remove it."
+    )
+    _template = (
+        "`{name}()` {where} hands the allocator's cached blocks back to the driver, so the next "
+        "step must allocate them again (slow, and it synchronises); remove it — the allocator "
+        "already frees its cache before reporting out of memory."
+    )
+    requires = (("empty_cache",),)
+    fix_applicability = "unsafe"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.resolve_call(node)
+        if name not in EMPTY_CACHE_FUNCTIONS or in_oom_handler(self.ctx):
+            return
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        func = enclosing_function(self.ctx)
+        if loop is not None:
+            scope, where = loop, "inside a training loop"
+        elif is_per_step_function(func):
+            scope, where = func, f"in `{func.name.value}`, which runs every step,"
+        else:
+            return
+        if under_periodic_guard(self.ctx, scope, node):
+            return
+        edits = statement_removal_edits(self.ctx, node)
+        fix = FixSpec("unsafe", f"Remove the `{name}()` call", edits) if edits else None
+        self.report(node, self._template.format(name=name, where=where), fix)
+
+
+RULES = [EmptyCache]
