@@ -109,3 +109,207 @@ def test_code_in_place_keeps_block_indentation():
     node = if_.body.body[0].body[0].value
     new = with_keyword_args(node, [("device", cst.Name("d"))])
     assert code_in_place(ctx, new) == "g(\n            a,\n            device=d,\n        )"
+
+
+# -- loops, guards, handlers ------------------------------------------------------------------
+
+import textwrap  # noqa: E402
+
+from torchlint.analysis import (  # noqa: E402
+    enclosing_loops,
+    in_debug_branch,
+    in_oom_handler,
+    in_test_code,
+    is_per_step_function,
+    is_periodic_guard,
+    is_test_path,
+    is_training_loop,
+    under_periodic_guard,
+)
+from torchlint.engine import walk  # noqa: E402
+
+
+def at_marks(code: str, question, path: str = "t.py"):
+    """``question(ctx, node)`` answered at every ``mark()`` call, in source order."""
+    code = textwrap.dedent(code)
+    module = cst.parse_module(code)
+    ctx = FileContext(path, code, module, Settings())
+    answers = []
+
+    class Probe:
+        def __init__(self, ctx):
+            self.ctx = ctx
+
+        def visit_Call(self, node):
+            if isinstance(node.func, cst.Name) and node.func.value == "mark":
+                answers.append(question(self.ctx, node))
+
+    walk(module, ctx, [Probe(ctx)])
+    return answers
+
+
+def innermost_loop_is_training(ctx, node):
+    loops = enclosing_loops(ctx)
+    return bool(loops) and is_training_loop(loops[0], ctx)
+
+
+@pytest.mark.parametrize(
+    "header, expected",
+    [
+        ("for batch in train_loader:", True),
+        ("for i, batch in enumerate(self.val_dataloader()):", True),
+        ("for batch in tqdm(loader, desc='train'):", True),
+        ("for x, y in zip(loader_a, loader_b):", True),
+        ("for batch in DataLoader(ds):", True),
+        ("for batch in dl:", True),  # bound from DataLoader(...) below
+        ("for loader in loaders:", False),
+        ("for x in items:", False),
+        ("for epoch in range(3):", False),
+        ("while True:", False),
+    ],
+)
+def test_is_training_loop_by_iterable(header, expected):
+    code = f"from torch.utils.data import DataLoader\ndl = DataLoader(ds)\n{header}\n    mark()\n"
+    assert at_marks(code, innermost_loop_is_training) == [expected]
+
+
+@pytest.mark.parametrize(
+    "stmt, expected",
+    [
+        ("loss.backward()", True),
+        ("accelerator.backward(loss)", True),
+        ("optimizer.step()", True),
+        ("self.opt_g.step()", True),
+        ("scaler.step(optimizer)", True),
+        ("scheduler.step()", False),
+        ("env.step(action)", False),
+        ("def inner(): loss.backward()", False),
+    ],
+)
+def test_is_training_loop_by_gradient_step(stmt, expected):
+    code = f"while running:\n    mark()\n    {stmt}\n"
+    assert at_marks(code, innermost_loop_is_training) == [expected]
+
+
+def test_epoch_loop_around_a_step_loop_is_not_a_training_loop():
+    code = """\
+    for epoch in range(3):
+        for x in batches:
+            loss.backward()
+        mark()
+    """
+    assert at_marks(code, innermost_loop_is_training) == [False]
+
+
+def test_is_training_loop_is_memoized_on_the_context():
+    code = "for b in loader:\n    mark()\n    mark()\n"
+    module = cst.parse_module(code)
+    ctx = FileContext("t.py", code, module, Settings())
+    loop = module.body[0]
+    assert is_training_loop(loop, ctx) is True
+    assert ("training_loop", id(loop)) in ctx.analysis_memo
+
+
+@pytest.mark.parametrize(
+    "test, expected",
+    [
+        ("step % 10 == 0", True),
+        ("(i + 1) % log_every == 0", True),
+        ("not step % n", True),
+        ("is_main_process and step % 100 == 0", True),
+        ("verbose", True),
+        ("args.debug", True),
+        ("self.control.should_log", True),
+        ("logger.isEnabledFor(10)", True),
+        ("step == 0", True),
+        ("i == len(loader) - 1", True),
+        ("verbose or step % 10 == 0", True),
+        ("step % 10 != 0", False),
+        ("step % 10", False),
+        ("rank == 0", False),
+        ("is_main_process", False),
+        ("logits is not None", False),
+        ("verbose or flag", False),
+        ("x > 0", False),
+    ],
+)
+def test_is_periodic_guard(test, expected):
+    assert is_periodic_guard(cst.parse_expression(test)) is expected
+
+
+def test_under_periodic_guard_only_in_the_if_branch():
+    code = """\
+    for step, b in enumerate(loader):
+        mark()
+        if step % 10 == 0:
+            mark()
+        else:
+            mark()
+        y = mark() if step == 0 else None
+    """
+    assert at_marks(code, lambda ctx, n: under_periodic_guard(ctx, enclosing_loops(ctx)[0], n)) == [
+        False, True, False, True,
+    ]
+
+
+def test_in_oom_handler():
+    code = """\
+    try:
+        pass
+    except torch.cuda.OutOfMemoryError:
+        mark()
+    except (ValueError, torch.OutOfMemoryError):
+        mark()
+    except RuntimeError as e:
+        if "CUDA out of memory" in str(e):
+            mark()
+    except KeyError:
+        mark()
+    mark()
+    """
+    assert at_marks(code, lambda ctx, n: in_oom_handler(ctx)) == [True, True, True, False, False]
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [("tests/test_x.py", True), ("test_x.py", True), ("pkg/x_test.py", True), ("conftest.py", True),
+     ("src/testing/util.py", True), ("src/train.py", False), ("latest.py", False), ("contest.py", False)],
+)
+def test_is_test_path(path, expected):
+    assert is_test_path(path) is expected
+
+
+def test_in_test_code_by_function_and_class():
+    code = "def test_a():\n    mark()\nclass TestB:\n    def c(self):\n        mark()\ndef d():\n    mark()\n"
+    assert at_marks(code, lambda ctx, n: in_test_code(ctx)) == [True, True, False]
+
+
+def test_in_debug_branch():
+    code = """\
+    if debug:
+        mark()
+    if args.detect_anomaly:
+        mark()
+    if os.environ.get("TORCH_DEBUG"):
+        mark()
+    if debug:
+        pass
+    else:
+        mark()
+    if ready:
+        mark()
+    def enable_debug_mode():
+        mark()
+    """
+    assert at_marks(code, lambda ctx, n: in_debug_branch(ctx, n)) == [True, True, True, False, False, True]
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("forward", True), ("step", True), ("training_step", True), ("train_step", True),
+     ("validation_step", True), ("custom_forward", True), ("train", False), ("__init__", False),
+     ("train_one_epoch", False), ("stepper", False)],
+)
+def test_is_per_step_function(name, expected):
+    func = cst.parse_statement(f"def {name}(self):\n    pass\n")
+    assert is_per_step_function(func) is expected

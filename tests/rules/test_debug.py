@@ -1,0 +1,159 @@
+"""TL601 anomaly-detection: exact findings and exact fixed text (comments kept, no empty blocks)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from torchlint.config import Settings, settings_from_table
+from torchlint.edits import apply_edits
+from torchlint.engine import lint_source
+
+
+def lint(code: str, path: str = "train.py"):
+    settings = settings_from_table({"select": ["TL601"]}, "t.toml", Settings())
+    return lint_source(textwrap.dedent(code), path, settings)
+
+
+def findings(code: str, path: str = "train.py"):
+    return [(d.code, d.location.row, d.location.column) for d in lint(code, path)]
+
+
+def fixed(code: str) -> str:
+    diagnostics = lint(code)
+    assert len(diagnostics) == 1
+    assert diagnostics[0].fix is not None and diagnostics[0].fix.applicability == "unsafe"
+    out = apply_edits(textwrap.dedent(code), diagnostics[0].fix.edits)
+    cst.parse_module(out)
+    return out
+
+
+def test_set_detect_anomaly_true_removed():
+    code = """\
+    import torch
+    torch.autograd.set_detect_anomaly(True)  # find the NaN
+    model.train()
+    """
+    assert findings(code) == [("TL601", 2, 1)]
+    assert fixed(code) == "import torch\n# find the NaN\nmodel.train()\n"
+
+
+def test_set_detect_anomaly_only_statement_becomes_pass():
+    code = """\
+    from torch.autograd import set_detect_anomaly
+    def setup():
+        set_detect_anomaly(mode=True)
+    """
+    assert fixed(code) == "from torch.autograd import set_detect_anomaly\ndef setup():\n    pass\n"
+
+
+def test_with_detect_anomaly_unwrapped_keeping_comments_and_strings():
+    code = '''\
+    import torch
+    def train(model, loader):
+        for batch in loader:
+            with torch.autograd.detect_anomaly():  # hunting a NaN
+                # forward
+                loss = model(batch)
+                note = """
+    keep this text
+    """
+                if loss > 0:
+                    loss.backward()
+            step()
+    '''
+    assert findings(code) == [("TL601", 4, 14)]
+    assert fixed(code) == textwrap.dedent('''\
+    import torch
+    def train(model, loader):
+        for batch in loader:
+            # hunting a NaN
+            # forward
+            loss = model(batch)
+            note = """
+    keep this text
+    """
+            if loss > 0:
+                loss.backward()
+            step()
+    ''')
+
+
+def test_with_one_line_body_unwrapped():
+    code = """\
+    import torch
+    def f():
+        with torch.autograd.detect_anomaly(): loss.backward()
+        return 1
+    """
+    assert fixed(code) == "import torch\ndef f():\n    loss.backward()\n    return 1\n"
+
+
+@pytest.mark.parametrize(
+    "header, result",
+    [
+        ("with torch.no_grad(), torch.autograd.detect_anomaly():", "with torch.no_grad():"),
+        ("with torch.autograd.detect_anomaly(), torch.no_grad():", "with torch.no_grad():"),
+        ("with a(), torch.autograd.detect_anomaly(), b():", "with a(), b():"),
+    ],
+)
+def test_one_item_of_several_removed(header, result):
+    code = f"import torch\ndef f():\n    {header}\n        y = 1\n    return y\n"
+    assert fixed(code) == f"import torch\ndef f():\n    {result}\n        y = 1\n    return y\n"
+
+
+def test_profiler_bound_with_as_has_no_fix():
+    code = """\
+    import torch
+    with torch.autograd.profiler.profile(use_cuda=True) as prof:
+        model(x)
+    print(prof.table())
+    """
+    (d,) = lint(code)
+    assert (d.location.row, d.location.column, d.fix) == (2, 6, None)
+
+
+def test_emit_nvtx_unwrapped():
+    code = "import torch\nwith torch.autograd.profiler.emit_nvtx():\n    model(x)\n"
+    assert fixed(code) == "import torch\nmodel(x)\n"
+
+
+def test_detect_anomaly_outside_a_with_is_reported_without_fix():
+    code = "import torch\nstack.enter_context(torch.autograd.detect_anomaly())\n"
+    (d,) = lint(code)
+    assert (d.location.row, d.location.column, d.fix) == (2, 21, None)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ntorch.autograd.set_detect_anomaly(False)\n",
+        "import torch\ntorch.autograd.set_detect_anomaly(args.anomaly)\n",
+        "import torch\ntorch.autograd.set_detect_anomaly(**kw)\n",
+        "import torch\nif args.debug:\n    torch.autograd.set_detect_anomaly(True)\n",
+        "import torch\nif args.detect_anomaly:\n    torch.autograd.set_detect_anomaly(True)\n",
+        "import os, torch\nif os.environ.get('DEBUG'):\n    torch.autograd.set_detect_anomaly(True)\n",
+        "import torch\ndef enable_debug_mode():\n    torch.autograd.set_detect_anomaly(True)\n",
+        "import torch\ndef test_grad():\n    with torch.autograd.detect_anomaly():\n        f()\n",
+        "import torch\nclass TestGrad:\n    def check(self):\n        torch.autograd.set_detect_anomaly(True)\n",
+        "import torch\nwith torch.profiler.profile() as p:\n    f()\n",
+        "import torch\nwith torch.autograd.profiler.profile(enabled=False):\n    f()\n",
+        "import torch\nwith torch.autograd.profiler.profile(args.profile):\n    f()\n",
+        "import torch\nwith torch.autograd.profiler.record_function('fwd'):\n    f()\n",
+        "def set_detect_anomaly(x): pass\nset_detect_anomaly(True)\n",
+    ],
+)
+def test_silent(code):
+    assert findings(code) == []
+
+
+def test_else_branch_of_a_debug_flag_is_not_a_debug_branch():
+    code = "import torch\nif args.debug:\n    pass\nelse:\n    torch.autograd.set_detect_anomaly(True)\n"
+    assert findings(code) == [("TL601", 5, 5)]
+
+
+@pytest.mark.parametrize("path", ["tests/test_train.py", "test_x.py", "pkg/x_test.py", "conftest.py"])
+def test_silent_in_test_files(path):
+    assert findings("import torch\ntorch.autograd.set_detect_anomaly(True)\n", path) == []

@@ -1,0 +1,173 @@
+"""TL201 host-sync-in-loop: exact findings on training loops, guards, chains and look-alikes."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from torchlint.config import Settings, settings_from_table
+from torchlint.engine import lint_source
+
+
+def findings(code: str, path: str = "train.py"):
+    settings = settings_from_table({"select": ["TL201"]}, "t.toml", Settings())
+    return [(d.code, d.location.row, d.location.column) for d in lint_source(textwrap.dedent(code), path, settings)]
+
+
+LOOP = """\
+import torch
+for step, batch in enumerate(train_loader):
+    loss = model(batch).mean()
+    loss.backward()
+    optimizer.step()
+    {stmt}
+"""
+
+
+@pytest.mark.parametrize(
+    "stmt, col",
+    [
+        ("print(loss.item())", 11),
+        ("total += loss.item()", 14),
+        ("v = loss.detach().cpu().numpy()", 9),  # one finding for the whole chain
+        ("ids = batch.tolist()", 11),
+        ("pbar.set_postfix(loss=loss.item())", 27),
+        ("x = out.cpu(memory_format=torch.contiguous_format)", 9),
+        ("a = loss.numpy(force=True)", 9),
+        ("if loss.item() > 10: pass", 8),
+        ("vals = [v.item() for v in losses]", 13),
+        ("x = loss.cpu()[0].item()", 9),
+    ],
+)
+def test_flagged_in_training_loop(stmt, col):
+    assert findings(LOOP.format(stmt=stmt)) == [("TL201", 6, col)]
+
+
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "if step % 10 == 0: print(loss.item())",
+        "if (step + 1) % log_every == 0 and rank == 0: print(loss.item())",
+        "if not step % 10: print(loss.item())",
+        "if verbose: print(loss.item())",
+        "if args.debug: print(loss.item())",
+        "if self.control.should_log: print(loss.item())",
+        "if step == 0: print(loss.item())",
+        "x = loss.item() if step == 0 else None",
+        "for k, v in metrics.items(): pass",
+        "n = os.cpu_count()",
+        "model.cpu()",
+        "self.model.cpu()",
+        "x = np.asarray(batch).tolist()",
+        "x = d.item(0)",
+        "x = t.tolist(1)",
+        "def report(): return loss.item()",
+        "cb = lambda: loss.item()",
+        "running += loss.detach()",
+    ],
+)
+def test_silent_in_training_loop(stmt):
+    code = "import os\nimport numpy as np\n" + LOOP.format(stmt=stmt)
+    assert findings(code) == []
+
+
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "if step % 10 != 0: print(loss.item())",  # runs on nine steps in ten
+        "if rank == 0: print(loss.item())",  # rank 0 still syncs every step
+        "if is_main_process: print(loss.item())",
+        "if step % 10 == 0: pass\nelse: print(loss.item())".replace("\n", "\n    "),
+        "if verbose or flag: print(loss.item())",
+    ],
+)
+def test_not_a_periodic_guard(stmt):
+    assert len(findings(LOOP.format(stmt=stmt))) == 1
+
+
+def test_epoch_loop_and_code_after_the_loop_are_silent():
+    code = """\
+    for epoch in range(10):
+        for batch in loader:
+            loss = model(batch)
+            loss.backward()
+        print(loss.item())
+    print(loss.item())
+    """
+    assert findings(code) == []
+
+
+def test_gradient_step_loop_without_a_loader():
+    code = """\
+    while step < max_steps:
+        loss = model(next(it))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        log.append(loss.item())
+    """
+    assert findings(code) == [("TL201", 5, 16)]
+
+
+def test_dataloader_bound_name_is_a_loader():
+    code = """\
+    from torch.utils.data import DataLoader as DL
+    dl = DL(ds, num_workers=4)
+    def fit():
+        for x in dl:
+            total.append(step_fn(x).item())
+    """
+    assert findings(code) == [("TL201", 5, 22)]
+
+
+def test_plain_list_loop_is_silent():
+    code = """\
+    for t in tensors:
+        out.append(t.cpu())
+    for loader in loaders:
+        out.append(loader.cpu())
+    """
+    assert findings(code) == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        """\
+        @torch.no_grad()
+        def run(model, loader):
+            for x in loader:
+                preds.append(model(x).cpu())
+        """,
+        """\
+        def run(model, loader):
+            with torch.inference_mode():
+                for x in loader:
+                    preds.append(model(x).cpu())
+        """,
+        """\
+        def evaluate(model, loader):
+            for x in loader:
+                total += model(x).sum().item()
+        """,
+        """\
+        def run(model, val_loader):
+            for x in enumerate(val_loader):
+                total += model(x).sum().item()
+        """,
+    ],
+)
+def test_evaluation_loops_are_silent(code):
+    assert findings("import torch\n" + textwrap.dedent(code)) == []
+
+
+def test_gradient_step_makes_a_no_grad_named_function_a_training_loop():
+    code = """\
+    def evaluate_and_tune(model, loader, opt):
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            print(loss.item())
+    """
+    assert findings(code) == [("TL201", 6, 15)]
