@@ -80,8 +80,8 @@ class ConvBiasBeforeBatchNorm(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
         init = next((m for m in methods if m.name.value == "__init__"), None)
-        if init is None:
-            return
+        if init is None or not self._constructs_conv_and_norm(init):
+            return  # the cheap check first: most classes never build a conv and a norm
         assignments: Dict[str, List[Tuple[cst.BaseExpression, bool]]] = {}
         calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], cst.FunctionDef]]] = {}
         escaped: Set[str] = set()
@@ -126,6 +126,16 @@ class ConvBiasBeforeBatchNorm(Rule):
                 continue
             if all(_feeds_norm(call, parents, method, norms) for call, parents, method in calls[attr]):
                 self._report_conv(conv, [*self.ctx.ancestors, node.body, init.body])
+
+    def _constructs_conv_and_norm(self, init: cst.FunctionDef) -> bool:
+        values = [
+            small.value
+            for small in _top_level_statements_nodes(init)
+            if isinstance(small, (cst.Assign, cst.AnnAssign))
+        ]
+        return any(self._is_norm(v) for v in values) and any(
+            v is not None and self._is_conv_with_bias(v) for v in values
+        )
 
     # -- shared -------------------------------------------------------------------------------
     def _is_conv_with_bias(self, node: cst.BaseExpression) -> bool:
@@ -202,14 +212,16 @@ def _contains(tree: Optional[cst.CSTNode], node: cst.CSTNode) -> bool:
     return tree is not None and any(child is node for child, _ in _walk(tree))
 
 
-def _top_level_statements(function: cst.FunctionDef) -> Set[int]:
-    """ids of the simple statements directly in the function body (not under if/for/try/with)."""
+def _top_level_statements_nodes(function: cst.FunctionDef) -> List[cst.BaseSmallStatement]:
+    """The simple statements directly in the function body (not under if/for/try/with)."""
     body = function.body
     if isinstance(body, cst.SimpleStatementSuite):
-        return {id(s) for s in body.body}
-    return {
-        id(small) for stmt in body.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body
-    }
+        return list(body.body)
+    return [small for stmt in body.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
+
+
+def _top_level_statements(function: cst.FunctionDef) -> Set[int]:
+    return {id(small) for small in _top_level_statements_nodes(function)}
 
 
 def _feeds_norm(call: cst.Call, parents: Tuple[cst.CSTNode, ...], method: cst.FunctionDef, norms: Set[str]) -> bool:
