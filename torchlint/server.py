@@ -206,14 +206,14 @@ def document_target(uri: str, language_id: Optional[str]) -> Optional[DocumentTa
 
 @dataclass
 class Session:
-    """Server state that is not protocol: settings, open documents' languages, last results,
+    """Server state that is not protocol: settings, the open documents, last results,
     pending lints, and which errors the user has already been shown."""
 
     root: str
     debounce: float
     encoding: str = "utf-16"
     resolver: Any = None
-    languages: Dict[str, Optional[str]] = field(default_factory=dict)
+    documents: Dict[str, Optional[str]] = field(default_factory=dict)  # open URI -> languageId
     results: Dict[str, LintResult] = field(default_factory=dict)
     pending: Dict[str, "asyncio.Task"] = field(default_factory=dict)
     shown_errors: Set[str] = field(default_factory=set)
@@ -254,7 +254,7 @@ class Session:
         """Runs on the lint thread."""
         from torchlint.engine import lint_source
 
-        target = document_target(uri, self.languages.get(uri))
+        target = document_target(uri, self.documents.get(uri))
         if target is None:
             return None
         settings, config_error = self.settings_for(target)
@@ -271,13 +271,17 @@ class Session:
         return LintResult(version, text, diagnostics, settings, target.path, config_error)
 
     def fix_all(self, uri: str, text: str) -> Optional[str]:
-        target = document_target(uri, self.languages.get(uri))
+        target = document_target(uri, self.documents.get(uri))
         if target is None:
             return None
         settings, _ = self.settings_for(target)
         if target.on_disk and settings.is_excluded(target.path):
             return None
-        return fix_all_text(text, target.path, settings)
+        try:
+            return fix_all_text(text, target.path, settings)
+        except Exception:  # a rule bug: offer no fix-all rather than fail the request
+            logger.exception("internal error fixing %s", uri)
+            return None
 
 
 # -- the protocol ------------------------------------------------------------------------------
@@ -352,12 +356,12 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         if result is None or session.pending.get(uri) is not asyncio.current_task():
             return
         session.pending.pop(uri, None)
-        if uri not in session.languages or server.workspace.get_text_document(uri).version != version:
+        if uri not in session.documents or server.workspace.get_text_document(uri).version != version:
             return  # closed or edited meanwhile: a newer lint is on its way
         publish(uri, result)
 
     def schedule(uri: str, delay: float) -> None:
-        if uri not in session.languages:
+        if uri not in session.documents:
             return
         previous = session.pending.get(uri)
         if previous is not None:
@@ -365,7 +369,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         session.pending[uri] = asyncio.ensure_future(lint_later(uri, delay))
 
     def relint_all() -> None:
-        for uri in list(session.languages):
+        for uri in list(session.documents):
             schedule(uri, 0)
 
     def is_pyproject(uri: str) -> bool:
@@ -402,7 +406,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         doc = params.text_document
         if document_target(doc.uri, doc.language_id) is None:
             return
-        session.languages[doc.uri] = doc.language_id
+        session.documents[doc.uri] = doc.language_id
         schedule(doc.uri, 0)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
@@ -425,7 +429,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         if task is not None:
             task.cancel()
         session.results.pop(uri, None)
-        if session.languages.pop(uri, "absent") != "absent":
+        if session.documents.pop(uri, "absent") != "absent":
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
@@ -493,7 +497,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     )
     async def code_action(params: lsp.CodeActionParams) -> Optional[List[lsp.CodeAction]]:
         uri = params.text_document.uri
-        if uri not in session.languages:
+        if uri not in session.documents:
             return None
         version = server.workspace.get_text_document(uri).version
         only = params.context.only
@@ -514,7 +518,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     async def code_action_resolve(action: lsp.CodeAction) -> lsp.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
         uri = data.get("uri")
-        if action.kind != FIX_ALL_KIND or uri not in session.languages:
+        if action.kind != FIX_ALL_KIND or uri not in session.documents:
             return action
         resolved = await fix_all_action(uri)
         action.edit = resolved.edit if resolved else lsp.WorkspaceEdit(changes={uri: []})
