@@ -337,6 +337,20 @@ def test_fix_only_does_not_report_remaining(project, capsys):
     assert err.strip() == "Fixed 2 findings (1 unsafe fix available with --unsafe-fixes)."
 
 
+def test_diff_show_fixes_goes_to_stderr(project, capsys):
+    (project / "a.py").write_text("x = foo\n")
+    code, out, err = run(capsys, "--diff", "--show-fixes", "a.py")
+    assert code == 1 and out.startswith("--- a/a.py\n") and "×" not in out
+    assert "Would fix 2 findings:\n- a.py:\n    1 × TL901 (foo-to-bar)\n" in err
+
+
+def test_suppressed_findings_are_not_fixed(project, capsys):
+    (project / "a.py").write_text("x = foo  # noqa: TL901\ny = foo\n")
+    code, out, err = run(capsys, "--fix", "a.py")
+    assert code == 0
+    assert (project / "a.py").read_text() == "x = foo  # noqa: TL901\ny = baz\n"
+
+
 def test_fix_only_exits_2_on_error(project, capsys):
     (project / "a.py").write_text("breakme\n")
     code, out, err = run(capsys, "--fix-only", "a.py")
@@ -398,6 +412,13 @@ def test_stdin_broken_fix_prints_original(project, capsys, monkeypatch):
     code, out, err = run(capsys, "--fix", "-")
     assert (code, out) == (2, "breakme\n")
     assert "does not parse" in err
+
+
+def test_stdin_fix_only_prints_only_the_source(project, capsys, monkeypatch):
+    _stdin(monkeypatch, b"x = foo\ny = qux\n")
+    code, out, err = run(capsys, "--fix-only", "-")
+    assert (code, out) == (0, "x = baz\ny = qux\n")
+    assert "TL903" not in err
 
 
 def test_stdin_diff(project, capsys, monkeypatch):

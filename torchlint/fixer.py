@@ -460,8 +460,8 @@ def _finish(outcomes: List[FileOutcome], checked_paths: Sequence[str], args, res
         if diff:
             sys.stdout.write(diff)
             sys.stdout.flush()
-        if args.show_fixes and total:
-            (sys.stderr if stdin else sys.stdout).write(fix_summary(applied, would=True))
+        if args.show_fixes and total:  # stderr: stdout stays a clean patch
+            sys.stderr.write(fix_summary(applied, would=True))
         for error in result.errors:
             print(f"torchlint: error: {error}", file=sys.stderr)
         if not quiet:
