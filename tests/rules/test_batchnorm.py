@@ -264,3 +264,20 @@ def test_docs_examples():
     settings = settings_from_table({"select": ["TL301"]}, "t.toml", Settings())
     assert [d.code for d in lint_source(_first_python_block(page, "Example"), "e.py", settings)] == ["TL301"]
     assert lint_source(_first_python_block(page, "Use instead"), "u.py", settings) == []
+
+
+def test_no_fix_when_the_class_touches_the_bias():
+    code = """\
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv = nn.Conv2d(c, c, 3)
+            self.bn = nn.BatchNorm2d(c)
+            nn.init.zeros_(self.conv.bias)
+
+        def forward(self, x):
+            return self.bn(self.conv(x))
+    """
+    (d,) = lint(code)
+    assert (d.location.row, d.location.column) == (6, 21)
+    assert d.fix is None

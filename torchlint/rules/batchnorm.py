@@ -85,6 +85,7 @@ class ConvBiasBeforeBatchNorm(Rule):
         assignments: Dict[str, List[Tuple[cst.BaseExpression, bool]]] = {}
         calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], cst.FunctionDef]]] = {}
         escaped: Set[str] = set()
+        touches_bias: Set[str] = set()
         for method in methods:
             owner = _self_name(method)
             if owner is None:
@@ -107,6 +108,8 @@ class ConvBiasBeforeBatchNorm(Rule):
                 elif isinstance(parent, cst.Call) and parent.func is child:
                     calls.setdefault(attr, []).append((parent, parents[:-1], method))
                 elif isinstance(parent, cst.Attribute) and parent.value is child:
+                    if parent.attr.value == "bias":
+                        touches_bias.add(attr)  # nn.init.zeros_(self.conv.bias) breaks without one
                     continue  # self.conv.weight: reading a parameter feeds nothing
                 else:
                     escaped.add(attr)  # passed somewhere (Sequential, checkpoint, fuse): unknown
@@ -125,7 +128,7 @@ class ConvBiasBeforeBatchNorm(Rule):
             if conv is None or attr in escaped or not calls.get(attr) or not self._is_conv_with_bias(conv):
                 continue
             if all(_feeds_norm(call, parents, method, norms) for call, parents, method in calls[attr]):
-                self._report_conv(conv, [*self.ctx.ancestors, node.body, init.body])
+                self._report_conv(conv, [*self.ctx.ancestors, node.body, init.body], fixable=attr not in touches_bias)
 
     def _constructs_conv_and_norm(self, init: cst.FunctionDef) -> bool:
         values = [
@@ -152,12 +155,15 @@ class ConvBiasBeforeBatchNorm(Rule):
     def _is_norm(self, node: cst.BaseExpression) -> bool:
         return isinstance(node, cst.Call) and self.ctx.resolve_call(node) in _MEAN_SUBTRACTING_NORMS
 
-    def _report_conv(self, conv: cst.Call, blocks: Sequence[cst.CSTNode]) -> None:
+    def _report_conv(self, conv: cst.Call, blocks: Sequence[cst.CSTNode], fixable: bool = True) -> None:
         if id(conv) in self._reported:
             return
         self._reported.add(id(conv))
-        edits = _bias_false_edits(conv, _block_indent(self.ctx.module, blocks))
-        self.report(conv, fix=FixSpec(UNSAFE, "Pass `bias=False` to the convolution", edits))
+        fix = None
+        if fixable:
+            edits = _bias_false_edits(conv, _block_indent(self.ctx.module, blocks))
+            fix = FixSpec(UNSAFE, "Pass `bias=False` to the convolution", edits)
+        self.report(conv, fix=fix)
 
 
 # -- tree helpers -------------------------------------------------------------------------------
