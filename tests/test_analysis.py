@@ -224,6 +224,8 @@ def test_is_training_loop_is_memoized_on_the_context():
         ("step == 0", True),
         ("i == len(loader) - 1", True),
         ("verbose or step % 10 == 0", True),
+        ("step % 10 == 0 or last_batch", True),
+        ("self.is_first_step", True),
         ("step % 10 != 0", False),
         ("step % 10", False),
         ("rank == 0", False),

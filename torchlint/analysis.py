@@ -363,11 +363,12 @@ def _is_modulo(node: cst.CSTNode) -> bool:
 
 _PERIODIC_WORDS = frozenset({"log", "logging", "logger", "verbose", "debug", "print", "display", "report", "plot"})
 _STEP_WORDS = frozenset({"step", "steps", "iter", "iteration", "it", "i", "idx", "batch", "epoch"})
+_ONE_OFF_WORDS = frozenset({"last", "first", "final"})  # last_batch, is_first_step
 
 
 def is_periodic_guard(test: cst.BaseExpression) -> bool:
     """A test that is true on few iterations: ``step % n == 0``, ``not i % n``, ``if verbose``,
-    ``self.control.should_log``, ``step == 0``, ``i == len(loader) - 1``; ``a and b`` when either
+    ``self.control.should_log``, ``step == 0``, ``i == len(loader) - 1``, ``last_batch``; ``a and b`` when either
     is, ``a or b`` when both are. ``rank == 0`` / ``is_main_process`` alone are not: they hold on
     every step of that process."""
     if isinstance(test, cst.BooleanOperation):
@@ -384,7 +385,10 @@ def is_periodic_guard(test: cst.BaseExpression) -> bool:
                 return True  # a one-off step: step == 0, i == len(loader) - 1
         return False
     if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
-        return bool(set(name_tokens(test)) & _PERIODIC_WORDS)
+        words = set(name_tokens(test))
+        if isinstance(test, cst.Call):
+            return bool(words & _PERIODIC_WORDS)
+        return bool(words & (_PERIODIC_WORDS | _ONE_OFF_WORDS))
     return False
 
 
@@ -468,11 +472,14 @@ def is_per_step_function(func: Optional[cst.CSTNode]) -> bool:
     return name in _PER_STEP_NAMES or name.endswith("_step") or name.endswith("_forward")
 
 
+_GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
+                       "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad"})
+
+
 def grad_disabled(ctx, upto: Optional[cst.CSTNode] = None) -> bool:
     """Inside ``with torch.no_grad()`` / ``torch.inference_mode()`` or a function decorated so
     (only ancestors above ``upto`` count when it is given)."""
-    names = ("torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
-             "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad")
+    names = _GRAD_OFF
     for node in ctx.ancestors:
         if node is upto:
             break
@@ -486,6 +493,19 @@ def grad_disabled(ctx, upto: Optional[cst.CSTNode] = None) -> bool:
                 if ctx.resolve(target) in names:
                     return True
     return False
+
+
+def grad_disabled_in(loop: cst.CSTNode, ctx) -> bool:
+    """Does the loop's own body (not nested functions) enter ``torch.no_grad()`` /
+    ``torch.inference_mode()``?"""
+    def compute():
+        for node in _body_nodes(loop.body, _SCOPES):
+            if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call):
+                if ctx.resolve_call(node.item) in _GRAD_OFF:
+                    return True
+        return False
+
+    return _memo(ctx, "grad_disabled_in", loop, compute)
 
 
 def indentation(ctx, upto: Optional[cst.CSTNode] = None) -> str:

@@ -31,7 +31,7 @@ for step, batch in enumerate(train_loader):
         ("print(loss.item())", 11),
         ("total += loss.item()", 14),
         ("v = loss.detach().cpu().numpy()", 9),  # one finding for the whole chain
-        ("ids = batch.tolist()", 11),
+        ("ids = loss.argmax(0).tolist()", 11),
         ("pbar.set_postfix(loss=loss.item())", 27),
         ("x = out.cpu(memory_format=torch.contiguous_format)", 9),
         ("a = loss.numpy(force=True)", 9),
@@ -65,6 +65,9 @@ def test_flagged_in_training_loop(stmt, col):
         "def report(): return loss.item()",
         "cb = lambda: loss.item()",
         "running += loss.detach()",
+        "if step % 10 == 0 or last_batch: print(loss.item())",
+        "sizes = batch.tolist()",  # a DataLoader yields host tensors
+        "n = batch['lengths'].cpu()",
     ],
 )
 def test_silent_in_training_loop(stmt):
@@ -171,3 +174,26 @@ def test_gradient_step_makes_a_no_grad_named_function_a_training_loop():
             print(loss.item())
     """
     assert findings(code) == [("TL201", 6, 15)]
+
+
+def test_loader_output_moved_to_the_device_is_flagged():
+    code = """\
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        loss = model(x, y)
+        loss.backward()
+        labels = y.tolist()
+    """
+    assert findings(code) == [("TL201", 5, 14)]
+
+
+def test_no_grad_inside_a_loop_without_a_step_is_evaluation():
+    code = """\
+    import torch
+    def run(model, loader):
+        for x in loader:
+            with torch.no_grad():
+                out = model(x.cuda())
+            hits.append(out.sum().item())
+    """
+    assert findings(code) == []

@@ -11,6 +11,8 @@ from torchlint.analysis import (
     enclosing_function,
     enclosing_loops,
     grad_disabled,
+    grad_disabled_in,
+    is_loader_expression,
     is_training_loop,
     method_call,
     name_tokens,
@@ -62,6 +64,35 @@ def _base_name(node: cst.BaseExpression) -> Optional[cst.Name]:
     return node if isinstance(node, cst.Name) else None
 
 
+def _bound_names(target: cst.CSTNode) -> set:
+    """Names a `for` target or assignment target binds: `i, (x, y)` -> {i, x, y}."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_bound_names(e.value) for e in target.elements)) if target.elements else set()
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return set()
+
+
+def _assigned_in(body: cst.CSTNode) -> set:
+    names: set = set()
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign):
+            for t in node.targets:
+                names |= _bound_names(t.target)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            names |= _bound_names(node.target)
+        elif isinstance(node, cst.AsName):
+            names |= _bound_names(node.name)
+        elif isinstance(node, cst.NamedExpr):
+            names |= _bound_names(node.target)
+        stack.extend(node.children)
+    return names
+
+
 class HostSyncInLoop(Rule):
     """Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` on tensors in the body of a training
     loop (a loop over a data loader, or one that calls `.backward()` / `optimizer.step()`).
@@ -99,6 +130,8 @@ class HostSyncInLoop(Rule):
         loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
         if loop is None or under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
             return
+        if self._straight_from_the_loader(mc[0], loop):
+            return
         first = _sync_methods_in_chain(node)[0]
         self.report(node, self._template.format(method=first))
 
@@ -131,10 +164,20 @@ class HostSyncInLoop(Rule):
         resolved = self.ctx.resolve(base) if base is not None else None
         return bool(resolved) and resolved.split(".", 1)[0] in _HOST_LIBRARIES
 
+    def _straight_from_the_loader(self, receiver: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """`for x, y in loader: y.tolist()`: a DataLoader yields host tensors; only once the loop
+        rebinds the name (`y = y.cuda()`) can it be on the device."""
+        if not isinstance(loop, cst.For) or not is_loader_expression(loop.iter, self.ctx):
+            return False
+        base = _base_name(receiver)
+        if base is None or base.value not in _bound_names(loop.target):
+            return False
+        return base.value not in _assigned_in(loop.body)
+
     def _is_evaluation(self, loop: cst.CSTNode) -> bool:
         if calls_gradient_step(loop, self.ctx):
             return False
-        if grad_disabled(self.ctx, upto=loop):
+        if grad_disabled(self.ctx, upto=loop) or grad_disabled_in(loop, self.ctx):
             return True
         func = enclosing_function(self.ctx)
         if func is not None and set(name_tokens(func.name)) & _EVAL_WORDS:
