@@ -449,3 +449,19 @@ def test_subprocess_python_m_torchlint(project):
     assert proc.returncode == 1
     assert proc.stdout == codecs.BOM_UTF8 + b"x = baz\r\ny = qux\r\n"
     assert b"TL903" in proc.stderr and b"1 unsafe fix available" in proc.stderr
+
+
+@pytest.mark.skipif(
+    __import__("multiprocessing").get_start_method() != "fork",
+    reason="the test rules reach the workers only by fork",
+)
+def test_many_files_through_the_pool_keep_their_order(project, capsys):
+    names = [f"m{i:02d}.py" for i in range(fixer.MIN_FILES_FOR_POOL + 4)]
+    for i, name in enumerate(names):
+        (project / name).write_text("x = foo\n" + "# pad\n" * (i * 7 % 5))
+    code, out, err = run(capsys, "--diff", "--jobs", "2", *names)
+    assert code == 1
+    assert re.findall(r"^--- a/(\S+)$", out, re.M) == names
+    code, out, err = run(capsys, "--fix", "--jobs", "2", *names)
+    assert code == 0 and f"Fixed {2 * len(names)} findings." in err
+    assert all((project / n).read_text().startswith("x = baz\n") for n in names)

@@ -390,11 +390,25 @@ def fix_paths(files: Sequence[str], resolver, *, unsafe: bool, write: bool, jobs
         from torchlint.rules import all_rules
 
         all_rules()
+        # Largest files first, so that no huge file starts last while the other cores idle.
+        order = sorted(range(len(items)), key=lambda i: -_size(items[i][0]))
+        ordered = [items[i] for i in order]
         chunk = max(1, min(16, len(items) // (jobs * 8) or 1))
-        chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            return [o for rows in pool.map(_fix_chunk, chunks) for o in rows]
+        chunks = [ordered[i:i + chunk] for i in range(0, len(ordered), chunk)]
+        with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
+            done = [o for rows in pool.map(_fix_chunk, chunks) for o in rows]
+        outcomes: List[Optional[FileOutcome]] = [None] * len(items)
+        for i, o in zip(order, done):
+            outcomes[i] = o
+        return outcomes  # in the order given: diffs and errors come out in file order
     return _fix_chunk(items)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 # -- the command -----------------------------------------------------------------------------
