@@ -465,3 +465,22 @@ def test_many_files_through_the_pool_keep_their_order(project, capsys):
     code, out, err = run(capsys, "--fix", "--jobs", "2", *names)
     assert code == 0 and f"Fixed {2 * len(names)} findings." in err
     assert all((project / n).read_text().startswith("x = baz\n") for n in names)
+
+
+def test_insertions_at_one_offset_keep_the_rules_order():
+    from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+
+    at = Location(1, 1)
+    d = Diagnostic("TL901", "foo-to-bar", "m", "t.py", at, at,
+                   Fix(SAFE, "m", (Edit(at, at, "z = 1\n"), Edit(at, at, "a = 2\n"))))
+    spans, fixed, broken = fixer.select_fixes([d], "x\n", unsafe=False)
+    assert fixer.splice("x\n", spans) == "z = 1\na = 2\nx\n"
+
+
+def test_fix_whose_own_edits_overlap_is_skipped():
+    from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+
+    a, b, c = Location(1, 1), Location(1, 2), Location(1, 4)
+    d = Diagnostic("TL901", "foo-to-bar", "m", "t.py", a, a, Fix(SAFE, "m", (Edit(a, c, "x"), Edit(b, b, "y"))))
+    spans, fixed, broken = fixer.select_fixes([d], "abcdef\n", unsafe=False)
+    assert (spans, fixed, broken) == ([], [], ["TL901"])

@@ -135,8 +135,9 @@ def select_fixes(diagnostics: Sequence[Diagnostic], text: str, unsafe: bool):
     for d in diagnostics:
         if not is_applicable(d.fix, unsafe):
             continue
-        spans = sorted(
-            (locator.offset(e.location), locator.offset(e.end_location), e.content) for e in d.fix.edits
+        spans = sorted(  # stable: two insertions at one offset keep the rule's order
+            ((locator.offset(e.location), locator.offset(e.end_location), e.content) for e in d.fix.edits),
+            key=lambda s: (s[0], s[1]),
         )
         if any(end < start for start, end, _ in spans) or any(
             b[0] < a[1] for a, b in zip(spans, spans[1:])
