@@ -143,6 +143,9 @@ def test_detect_anomaly_outside_a_with_is_reported_without_fix():
         "import torch\nwith torch.autograd.profiler.profile(args.profile):\n    f()\n",
         "import torch\nwith torch.autograd.profiler.record_function('fwd'):\n    f()\n",
         "def set_detect_anomaly(x): pass\nset_detect_anomaly(True)\n",
+        "import torch\nwith torch.autograd.detect_anomaly(check_nan=False):\n    f()\n",
+        "import torch\ntorch.autograd.set_detect_anomaly(True, check_nan=False)\n",
+        "import torch\nwith torch.autograd.profiler.profile():\n    pass\n",
     ],
 )
 def test_silent(code):

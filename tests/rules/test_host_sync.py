@@ -68,6 +68,8 @@ def test_flagged_in_training_loop(stmt, col):
         "if step % 10 == 0 or last_batch: print(loss.item())",
         "sizes = batch.tolist()",  # a DataLoader yields host tensors
         "n = batch['lengths'].cpu()",
+        "params = list(m.cpu().parameters())",
+        "sd = ema.cpu().state_dict()",
     ],
 )
 def test_silent_in_training_loop(stmt):
@@ -197,3 +199,8 @@ def test_no_grad_inside_a_loop_without_a_step_is_evaluation():
             hits.append(out.sum().item())
     """
     assert findings(code) == []
+
+
+@pytest.mark.parametrize("path", ["tests/test_train.py", "pkg/train_test.py", "conftest.py"])
+def test_silent_in_test_code(path):
+    assert findings(LOOP.format(stmt="print(loss.item())"), path) == []

@@ -12,13 +12,13 @@ from torchlint.edits import apply_edits
 from torchlint.engine import lint_source
 
 
-def lint(code: str):
+def lint(code: str, path: str = "train.py"):
     settings = settings_from_table({"select": ["TL501"]}, "t.toml", Settings())
-    return lint_source(textwrap.dedent(code), "train.py", settings)
+    return lint_source(textwrap.dedent(code), path, settings)
 
 
-def findings(code: str):
-    return [(d.code, d.location.row, d.location.column) for d in lint(code)]
+def findings(code: str, path: str = "train.py"):
+    return [(d.code, d.location.row, d.location.column) for d in lint(code, path)]
 
 
 def fixed(code: str) -> str:
@@ -186,3 +186,10 @@ def test_other_spellings_and_devices(call):
 )
 def test_silent(code):
     assert findings(code) == []
+
+
+def test_silent_in_test_code():
+    code = "import torch\nfor b in loader:\n    torch.cuda.empty_cache()\n"
+    assert findings(code) == [("TL501", 3, 5)]
+    assert findings(code, "tests/test_memory_use.py") == []
+    assert findings("import torch\ndef test_step():\n    for b in loader:\n        torch.cuda.empty_cache()\n") == []

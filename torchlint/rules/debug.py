@@ -44,15 +44,29 @@ _PROFILE_MESSAGE = (
 
 def _switched_on(call: cst.Call, name: str) -> bool:
     """Is the tool certainly enabled? A variable or `**kwargs` flag is a deliberate switch."""
+    if name in (SET_DETECT_ANOMALY, DETECT_ANOMALY) and get_arg(call, "check_nan") is not None:
+        return False  # tuned on purpose: PyTorch's own AOTAutograd records stacks this way
     if name == SET_DETECT_ANOMALY:
         mode = get_arg(call, "mode", 0)
         return mode is not None and literal_value(mode.value) is True
     if name == DETECT_ANOMALY:
-        return True  # check_nan=False still records a stack trace for every op
+        return True
     if has_star_args(call):
         return False
     enabled = get_arg(call, "enabled", 0)
     return enabled is None or literal_value(enabled.value) is True
+
+
+def _does_nothing(with_node: cst.With) -> bool:
+    """The body is only `pass` / `...`."""
+    body = with_node.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        smalls = list(body.body)
+    else:
+        smalls = [s for line in body.body for s in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+    return all(
+        isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.Ellipsis)) for s in smalls
+    )
 
 
 def unwrap_with_edits(ctx, with_node: cst.With, item: cst.WithItem) -> Optional[Tuple[NodeEdit, ...]]:
@@ -102,9 +116,12 @@ class DebugToolLeftOn(Rule):
             return
         if not _switched_on(node, name) or in_test_code(self.ctx) or in_debug_branch(self.ctx, node):
             return
-        edits = None
         parent = self.ctx.parent
-        if isinstance(parent, cst.WithItem) and parent.item is node and isinstance(self.ctx.ancestors[-2], cst.With):
+        in_with = isinstance(parent, cst.WithItem) and parent.item is node and isinstance(self.ctx.ancestors[-2], cst.With)
+        if in_with and _does_nothing(self.ctx.ancestors[-2]):
+            return  # `with profile(): pass`: a one-off initialisation, nothing is recorded
+        edits = None
+        if in_with:
             edits = unwrap_with_edits(self.ctx, self.ctx.ancestors[-2], parent)
             fix_message = "Remove the context manager, keeping its body"
         elif name == SET_DETECT_ANOMALY:

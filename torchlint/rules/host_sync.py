@@ -12,6 +12,7 @@ from torchlint.analysis import (
     enclosing_loops,
     grad_disabled,
     grad_disabled_in,
+    in_test_code,
     is_loader_expression,
     is_training_loop,
     method_call,
@@ -23,6 +24,9 @@ from torchlint.torch_api import HOST_SYNC_METHODS
 
 # Receivers whose `.cpu()` moves a module, not a tensor: not a per-step host sync.
 _MODULE_WORDS = frozenset({"self", "model", "module", "net", "network", "encoder", "decoder"})
+# `.cpu().parameters()`: what `.cpu()` returned is a module.
+_MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "modules",
+                             "children", "eval", "train", "load_state_dict", "named_modules"})
 # Roots that are never torch tensors: `np.array(x).tolist()`.
 _HOST_LIBRARIES = ("numpy", "pandas")
 _EVAL_WORDS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validate", "validation",
@@ -125,7 +129,10 @@ class HostSyncInLoop(Rule):
             return
         if self._inside_reported_chain(node):
             return
-        if self._not_a_tensor(mc[0]):
+        if self._not_a_tensor(mc[0]) or in_test_code(self.ctx):
+            return
+        parent = self.ctx.parent
+        if mc[1] == "cpu" and isinstance(parent, cst.Attribute) and parent.attr.value in _MODULE_METHODS:
             return
         loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
         if loop is None or under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
