@@ -195,9 +195,29 @@ def run_torchlint(corpus: Corpus, cache_dir: Path, out: Path, jobs: Optional[int
     return run
 
 
+_SOURCE = REPO  # replaced by a snapshot of the package for the run (see snapshot_source)
+
+
+def snapshot_source(work: Path) -> str:
+    """Copy the torchlint package into the work folder and run that copy: edits made in the
+    checkout while the benchmark runs can neither mix versions nor invalidate the cache between
+    the cold and warm runs. Byte-compiled first, so no run pays for that. Returns the git
+    revision measured."""
+    global _SOURCE
+    _SOURCE = work / "src"
+    shutil.copytree(REPO / "torchlint", _SOURCE / "torchlint", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(_SOURCE)], check=True)
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        rev = "unknown"
+    return rev
+
+
 def _env() -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_SOURCE), env.get("PYTHONPATH")]))
     env.pop("TORCHLINT_CACHE_DIR", None)
     return env
 
@@ -345,18 +365,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     torchfix_rounds = args.repeat if args.torchfix_repeat is None else args.torchfix_repeat
     with tempfile.TemporaryDirectory(prefix="torchlint-bench-") as tmp:
         work = Path(tmp)
+        revision = snapshot_source(work)
+        log(f"measuring torchlint {revision} on {os.cpu_count()} CPUs")
         for round_no in range(args.repeat):
             for corpus in corpora:  # interleaved: a slow spell of the machine hits every measure
                 log(f"round {round_no + 1}/{args.repeat}: {corpus.name}")
                 one_round(corpus, work, args, torchfix, round_no < torchfix_rounds)
         single = single_file(corpora[0], work, args.single_repeat) if args.single_repeat else None
     report = table(corpora, single, args)
+    print(f"torchlint {revision}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     print(report)
     if args.json:
         args.json.write_text(json.dumps({
             "corpora": [{"name": c.name, "files": len(c.files), "lines": c.lines, "touch": str(c.touch),
                          "runs": {k: [r.__dict__ for r in v] for k, v in c.runs.items()}} for c in corpora],
-            "single_file": single, "cpus": os.cpu_count(), "python": sys.version.split()[0],
+            "single_file": single, "revision": revision, "cpus": os.cpu_count(), "python": sys.version.split()[0],
         }, indent=2))
     return 0
 
