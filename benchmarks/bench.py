@@ -85,6 +85,8 @@ for _ in range(int(sys.argv[2])):
     start = time.perf_counter()
     lint_source(text, "bench.py", settings)
     times.append(time.perf_counter() - start)
+import torchlint
+assert torchlint.__file__.startswith(sys.argv[3]), torchlint.__file__
 print(f"{first_s:.4f} {statistics.median(times):.4f} {len(first)}")
 """
 
@@ -190,7 +192,7 @@ def torchlint_cmd(corpus: Corpus, cache_dir: Path, jobs: Optional[int]) -> List[
 
 
 def run_torchlint(corpus: Corpus, cache_dir: Path, out: Path, jobs: Optional[int]) -> Run:
-    run = measure(torchlint_cmd(corpus, cache_dir, jobs), out, env=_env())
+    run = measure(torchlint_cmd(corpus, cache_dir, jobs), out, env=_env(), cwd=_SOURCE)
     run.findings = len(json.loads(out.read_text()))
     return run
 
@@ -292,8 +294,8 @@ def single_file(corpus: Corpus, work: Path, repeat: int) -> Optional[dict]:
         lines = lines[:SINGLE_FILE_LINES]
     path = work / "single.py"
     path.write_text("".join(lines))
-    proc = subprocess.run([sys.executable, "-c", _SINGLE, str(path), str(repeat)],
-                          capture_output=True, text=True, env=_env(), check=True)
+    proc = subprocess.run([sys.executable, "-c", _SINGLE, str(path), str(repeat), str(_SOURCE)],
+                          capture_output=True, text=True, env=_env(), cwd=_SOURCE, check=True)
     first, median, found = proc.stdout.split()
     return {"lines": len(lines), "first_s": float(first), "median_s": float(median), "findings": int(found)}
 
