@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis import (
+    calls_gradient_step,
     enclosing_function,
     enclosing_loops,
     in_oom_handler,
@@ -53,7 +54,8 @@ class EmptyCache(Rule):
         loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
         func = enclosing_function(self.ctx)
         if loop is not None:
-            scope, where = loop, "inside a training loop"
+            where = "inside a training loop" if calls_gradient_step(loop, self.ctx) else "inside a loop over a data loader"
+            scope = loop
         elif is_per_step_function(func):
             scope, where = func, f"in `{func.name.value}`, which runs every step,"
         else:
