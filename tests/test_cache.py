@@ -193,3 +193,22 @@ def test_concurrent_runs_leave_a_valid_cache(project):
     assert warm.stdout == outs[0][0]
     leftovers = [p for p in (project / ".torchlint_cache" / "v1").iterdir() if p.suffix != ".json"]
     assert leftovers == []
+
+
+def test_fully_warm_run_imports_neither_libcst_nor_the_rules(project):
+    write(project / "a.py", BAD)
+    write(project / "b.py", GOOD)
+    probe = (
+        "import sys\nfrom torchlint.cli import main\n"
+        "code = main(['--select', 'ALL', '--output-format', '{fmt}', '--exit-zero', '.'])\n"
+        "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m == 'libcst' or m.startswith('torchlint.rules.'))))\n"
+    )
+    run = lambda fmt: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", probe.format(fmt=fmt)], capture_output=True, text=True, check=True)
+    cold = run("full")
+    assert "libcst" in cold.stderr.split()
+    for fmt in ("full", "json"):  # code frames re-read the file; JSON needs no text
+        warm = run(fmt)
+        assert "DataParallel" in warm.stdout
+        assert "libcst" not in warm.stderr.split() and "torchlint.rules." not in warm.stderr
+    assert run("full").stdout == cold.stdout

@@ -94,6 +94,36 @@ def code_signature() -> str:
     return _CODE_SIGNATURE
 
 
+def registry_snapshot(modules, build) -> Dict[str, str]:
+    """code -> name of the registered rules, as ``build()`` (which imports every rule, and so
+    libcst) would return it, remembered in ``torchlint/rules/__pycache__`` under the code
+    signature: a warm run can validate ``--select`` and fingerprint the settings without
+    importing a single rule. Where that folder is read-only, ``build()`` just runs each time."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules", "__pycache__")
+    key = hashlib.blake2b(f"{code_signature()}:{','.join(modules)}".encode(), digest_size=12).hexdigest()
+    name = f"registry-{key}.json"
+    path = os.path.join(folder, name)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            names = json.load(fh)
+        if isinstance(names, dict) and names and all(isinstance(v, str) for v in names.values()):
+            return names
+    except (OSError, ValueError):
+        pass
+    names = build()
+    try:
+        from torchlint.atomic import atomic_write_text
+
+        os.makedirs(folder, exist_ok=True)
+        atomic_write_text(path, json.dumps(names, sort_keys=True))
+        for other in os.listdir(folder):
+            if other.startswith("registry-") and other != name:
+                os.unlink(os.path.join(folder, other))
+    except OSError:
+        pass
+    return names
+
+
 class Entry:
     """What the cache knows of one file; ``findings`` stays JSON until a hit needs it."""
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import Dict, Tuple, Type
+from typing import TYPE_CHECKING, Dict, Tuple, Type
 
-from torchlint.rules.base import Rule
+if TYPE_CHECKING:  # pragma: no cover - imported with the rule modules (it imports libcst)
+    from torchlint.rules.base import Rule
 
 RULE_MODULES = (
     "torchlint.rules.parallel",
@@ -39,24 +40,43 @@ def rules_by_code() -> Dict[str, Type[Rule]]:
     return {rule.code: rule for rule in all_rules()}
 
 
+_NAMES: Dict[Tuple[str, ...], Dict[str, str]] = {}
+
+
+def rule_names() -> Dict[str, str]:
+    """code -> name of every registered rule. Selecting codes needs only this, so it comes from a
+    snapshot (torchlint.cache.registry_snapshot) while the rules are not imported: a fully
+    cached run then never imports the rules or libcst."""
+    if rules_by_code.cache_info().currsize or not all(m.startswith("torchlint.rules.") for m in RULE_MODULES):
+        return {code: rule.name for code, rule in rules_by_code().items()}
+    names = _NAMES.get(RULE_MODULES)
+    if names is None:
+        from torchlint.cache import registry_snapshot
+
+        names = registry_snapshot(RULE_MODULES, lambda: {c: r.name for c, r in rules_by_code().items()})
+        _NAMES[RULE_MODULES] = names
+    return names
+
+
 def known_codes() -> Tuple[str, ...]:
-    return tuple(sorted(set(ENGINE_CODES) | set(rules_by_code())))
+    return tuple(sorted(set(ENGINE_CODES) | set(rule_names())))
 
 
 def code_for(code_or_name: str):
     """Normalise a code or kebab-case rule name to a code, or None."""
-    if code_or_name in ENGINE_CODES or code_or_name in rules_by_code():
+    names = rule_names()
+    if code_or_name in ENGINE_CODES or code_or_name in names:
         return code_or_name
     for code, (name, _) in ENGINE_CODES.items():
         if name == code_or_name:
             return code
-    for rule in all_rules():
-        if rule.name == code_or_name:
-            return rule.code
+    for code, name in names.items():
+        if name == code_or_name:
+            return code
     return None
 
 
 def name_for(code: str) -> str:
     if code in ENGINE_CODES:
         return ENGINE_CODES[code][0]
-    return rules_by_code()[code].name
+    return rule_names()[code]
