@@ -11,7 +11,6 @@ import dataclasses
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.context import (
     DELETE_LINES,
@@ -22,6 +21,7 @@ from torchlint.context import (
     PendingDiagnostic,
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+from torchlint.positions import Positions
 from torchlint.rules import ENGINE_CODES, all_rules
 from torchlint.rules.base import Rule
 from torchlint.suppression import filter_suppressed
@@ -210,20 +210,15 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
     walk(module, ctx, [rule(ctx) for rule in rules])
     if not ctx.pending:
         return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = Positions(module, text)
     return [_to_diagnostic(p, positions, module, path, text) for p in ctx.pending]
 
 
-def _loc(pos) -> Location:
-    return Location(pos.line, pos.column + 1)
-
-
 def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: str, text: str) -> Diagnostic:
-    span = positions[p.node]
-    start, end = _loc(span.start), _loc(span.end)
+    start, end = positions.range(p.node)
     rows = {start.row}
     if isinstance(p.statement, cst.SimpleStatementLine):
-        rows.add(positions[p.statement].end.line)
+        rows.add(positions.range(p.statement)[1].row)
     else:
         rows.add(end.row)
     fix = None
@@ -248,8 +243,7 @@ def _to_edit(edit: NodeEdit, positions, module: cst.Module, text: str) -> Edit:
     if isinstance(edit.node, cst.Module):
         start = end = Location(1, 1)
     else:
-        span = positions[edit.node]
-        start, end = _loc(span.start), _loc(span.end)
+        start, end = positions.range(edit.node)
     if edit.mode == INSERT_BEFORE:
         return Edit(start, start, content)
     if edit.mode == INSERT_AFTER:
