@@ -78,6 +78,8 @@ class Positions:
         from torchlint.locator import Locator
 
         self.spans = node_spans(module)
+        if not module.has_trailing_newline:  # codegen counted the newline libcst adds, then dropped it
+            text += module.default_newline
         self.locator = Locator(text)
 
     def range(self, node: cst.CSTNode):
