@@ -238,12 +238,9 @@ def _memo(ctx, key: str, node: cst.CSTNode, compute):
 
 def _body_nodes(root: cst.CSTNode, skip: Tuple[type, ...]):
     """Nodes under ``root`` (not root), not descending into nodes of the ``skip`` types."""
-    stack = list(root.children)
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, skip):
-            stack.extend(node.children)
+    from torchlint.tree import walk
+
+    return walk(root, skip, include_root=False)
 
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)

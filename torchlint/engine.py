@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -25,82 +24,7 @@ from torchlint.positions import Positions
 from torchlint.rules import ENGINE_CODES, all_rules
 from torchlint.rules.base import Rule
 from torchlint.suppression import filter_suppressed
-
-# Nodes that carry only layout or punctuation: no rule looks inside them, so the walk skips them.
-_TRIVIA = (
-    cst.BaseParenthesizableWhitespace,
-    cst.TrailingWhitespace,
-    cst.EmptyLine,
-    cst.Comment,
-    cst.Newline,
-    cst.Comma,
-    cst.Semicolon,
-    cst.LeftParen,
-    cst.RightParen,
-    cst.LeftSquareBracket,
-    cst.RightSquareBracket,
-    cst.LeftCurlyBrace,
-    cst.RightCurlyBrace,
-    cst.Dot,
-    cst.AssignEqual,
-    cst.Colon,
-    cst.BaseBinaryOp,
-    cst.BaseBooleanOp,
-    cst.BaseCompOp,
-    cst.BaseUnaryOp,
-    cst.BaseAugOp,
-    cst.Asynchronous,
-    cst.Annotation,  # type annotations never hold findings
-)
-_SKIP_FIELDS = frozenset({
-    "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "comma",
-    "semicolon", "newline", "trailing_whitespace", "equal", "colon", "dot", "arrow", "star",
-    "operator", "asynchronous", "whitespace", "first_line", "default_indent", "default_newline",
-    "encoding", "has_trailing_newline", "indent",
-})
-_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
-# type -> does the walk descend into values of this type? Decided once per type: isinstance
-# against the ABCs in _TRIVIA costs ~1 us a call, and the walk asks millions of times.
-_WALKABLE: Dict[type, bool] = {}
-
-
-def _child_fields(cls: type) -> Tuple[str, ...]:
-    fields = _CHILD_FIELDS.get(cls)
-    if fields is None:
-        fields = tuple(
-            f.name
-            for f in dataclasses.fields(cls)
-            if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
-        )
-        _CHILD_FIELDS[cls] = fields
-    return fields
-
-
-def _walkable(cls: type) -> bool:
-    walkable = _WALKABLE.get(cls)
-    if walkable is None:
-        walkable = _WALKABLE[cls] = issubclass(cls, cst.CSTNode) and not issubclass(cls, _TRIVIA)
-    return walkable
-
-
-def _children(node: cst.CSTNode) -> List[cst.CSTNode]:
-    children = []
-    for name in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
-        value = getattr(node, name)
-        cls = type(value)
-        if cls is tuple or cls is list:
-            for item in value:
-                if _WALKABLE.get(type(item)) or (type(item) not in _WALKABLE and _walkable(type(item))):
-                    children.append(item)
-        elif _WALKABLE.get(cls) or (cls not in _WALKABLE and _walkable(cls)):
-            children.append(value)
-    return children
-
-
-def iter_children(node: cst.CSTNode):
-    """Child nodes in source order, without whitespace and punctuation."""
-    return iter(_children(node))
-
+from torchlint.tree import _children, iter_children  # noqa: F401  (iter_children: public API)
 
 def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
     """One pass over the tree, calling every rule's ``visit_X``/``leave_X`` for node type X."""

@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import get_arg, literal_value
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit
+from torchlint.tree import iter_children
 from torchlint.diagnostics import UNSAFE
 from torchlint.rules.base import Rule
 from torchlint.torch_api import BATCHNORM_CLASSES, CONV_BIAS_POSITION, CONV_CLASSES
@@ -176,7 +177,7 @@ def _walk(root: cst.CSTNode) -> Iterator[Tuple[cst.CSTNode, Tuple[cst.CSTNode, .
         if isinstance(node, cst.ClassDef):
             continue
         below = parents + (node,)
-        for child in reversed(node.children):
+        for child in reversed(list(iter_children(node))):
             stack.append((child, below))
 
 

@@ -20,6 +20,7 @@ from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.rules.base import Rule
 from torchlint.torch_api import DATALOADER, DATALOADER_PARAMS
+from torchlint.tree import walk
 
 NUM_WORKERS = DATALOADER_PARAMS.index("num_workers")
 PIN_MEMORY = DATALOADER_PARAMS.index("pin_memory")
@@ -248,14 +249,7 @@ def _plain_name(node: cst.BaseExpression) -> Optional[str]:
 
 
 def _names(node: cst.CSTNode) -> Set[str]:
-    found: Set[str] = set()
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.add(n.value)
-
-    node.visit(_Names())
-    return found
+    return {n.value for n in walk(node) if isinstance(n, cst.Name)}
 
 
 def _binds(scope: cst.CSTNode, name: str) -> bool:
@@ -266,20 +260,10 @@ def _binds(scope: cst.CSTNode, name: str) -> bool:
         every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
         if any(p.name.value == name for p in every):
             return True
-    bound = False
-
-    class _Targets(cst.CSTVisitor):
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            nonlocal bound
-            bound = bound or name in _target_names(n.target)
-
-        def visit_For(self, n: cst.For) -> None:
-            nonlocal bound
-            bound = bound or name in _target_names(n.target)
-
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
-    body.visit(_Targets())
-    return bound
+    return any(
+        isinstance(n, (cst.AssignTarget, cst.For)) and name in _target_names(n.target) for n in walk(body)
+    )
 
 
 def _target_names(target: cst.BaseExpression) -> Set[str]:
@@ -301,28 +285,19 @@ def _body_moves_items(loop: cst.For, ctx) -> bool:
     flows: List[Tuple[Set[str], Set[str]]] = []  # (names bound, names read) by each binding
     moves: List[cst.BaseExpression] = []  # receivers of .cuda() / .to(device)
 
-    class _Body(cst.CSTVisitor):
-        def visit_Assign(self, n: cst.Assign) -> None:
+    for n in walk(loop.body):
+        if isinstance(n, cst.Assign):
             bound: Set[str] = set()
             for t in n.targets:
                 bound |= _target_names(t.target)
             flows.append((bound, _names(n.value)))
-
-        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+        elif isinstance(n, cst.AnnAssign):
             if n.value is not None:
                 flows.append((_target_names(n.target), _names(n.value)))
-
-        def visit_CompFor(self, n: cst.CompFor) -> None:
+        elif isinstance(n, (cst.CompFor, cst.For)):
             flows.append((_target_names(n.target), _names(n.iter)))
-
-        def visit_For(self, n: cst.For) -> None:
-            flows.append((_target_names(n.target), _names(n.iter)))
-
-        def visit_Call(self, n: cst.Call) -> None:
-            if _moves_to_accelerator(n, ctx):
-                moves.append(n.func.value)
-
-    loop.body.visit(_Body())
+        elif isinstance(n, cst.Call) and _moves_to_accelerator(n, ctx):
+            moves.append(n.func.value)
     if not moves:
         return False
     changed = True

@@ -20,6 +20,7 @@ from torchlint.analysis import (
     under_periodic_guard,
 )
 from torchlint.rules.base import Rule
+from torchlint.tree import iter_children
 from torchlint.torch_api import HOST_SYNC_METHODS
 
 # Receivers whose `.cpu()` moves a module, not a tensor: not a per-step host sync.
@@ -93,7 +94,7 @@ def _assigned_in(body: cst.CSTNode) -> set:
             names |= _bound_names(node.name)
         elif isinstance(node, cst.NamedExpr):
             names |= _bound_names(node.target)
-        stack.extend(node.children)
+        stack.extend(iter_children(node))
     return names
 
 
