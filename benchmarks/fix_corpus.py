@@ -1,7 +1,7 @@
 """Run ``torchlint --fix --unsafe-fixes`` over a copy of a large real corpus and check that the fixer
 never breaks code.
 
-    python benchmarks/fix_corpus.py [--corpora DIR] [--keep] [--jobs N]
+    python benchmarks/fix_corpus.py [--corpora DIR] [--keep] [--jobs N] [--crlf]
 
 The corpus is the source of transformers 4.46.3 and timm 1.0.11 (their wheels, unzipped) in
 ``~/.cache/torchlint-bench/corpora/``; missing wheels are fetched with
@@ -12,7 +12,8 @@ itself is never modified: the script works on a temporary copy and checks that
 2. a second ``--fix --unsafe-fixes`` run changes no byte (idempotence), and ``--diff`` then
    has nothing to show (exit 0);
 
-and prints the files, the fixes applied per code, the files changed, the findings left and the
+and, with ``--crlf`` (the copy converted to CRLF line endings first), that no fixed file gains a
+bare LF; and prints the files, the fixes applied per code, the files changed, the findings left and the
 failures. Exit status 1 when any check fails.
 """
 
@@ -111,6 +112,7 @@ def main() -> int:
     parser.add_argument("--corpora", type=Path, default=CACHE / "corpora")
     parser.add_argument("--keep", action="store_true", help="keep the fixed copy and print where it is")
     parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--crlf", action="store_true", help="convert the copy to CRLF line endings first")
     ns = parser.parse_args()
 
     sources = ensure_corpora(ns.corpora)
@@ -120,6 +122,10 @@ def main() -> int:
         for src in sources:
             shutil.copytree(src, work / src.name, symlinks=True)
         files = python_files(work)
+        if ns.crlf:
+            for p in files:
+                data = p.read_bytes()
+                p.write_bytes(data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
         before: Dict[Path, str] = {p: digest(p) for p in files}
         compiled_before = {p for p in files if compiles(p)}
         jobs = ["--jobs", str(ns.jobs)] if ns.jobs else []
@@ -141,6 +147,9 @@ def main() -> int:
             failures.append(f"--show-fixes lists {listed} files but {len(changed)} changed")
         broken = [p for p in changed if p in compiled_before and not compiles(p)]
         failures.extend(f"{p.relative_to(work)}: no longer compiles after --fix" for p in broken)
+        if ns.crlf:
+            mixed = [p for p in changed if b"\n" in p.read_bytes().replace(b"\r\n", b"")]
+            failures.extend(f"{p.relative_to(work)}: a bare LF in a CRLF file after --fix" for p in mixed)
 
         # 2. idempotence
         rc2, out2, err2, seconds2 = torchlint(["--fix", "--unsafe-fixes", "--show-fixes", "--output-format", "concise", *jobs, "."], work)
@@ -153,7 +162,7 @@ def main() -> int:
             failures.append(f"--diff after fixing exited {rc3} with {len(out3.splitlines())} diff lines")
 
         total = sum(per_code.values())
-        print(f"corpus: {', '.join(s.name for s in sources)}")
+        print(f"corpus: {', '.join(s.name for s in sources)}" + (" (converted to CRLF)" if ns.crlf else ""))
         print(f"files: {len(files)} ({len(files) - len(compiled_before)} did not compile before the fix)")
         print(f"fixes applied: {total}" + "".join(f"\n  {code}: {n}" for code, n in sorted(per_code.items())))
         print(f"files changed: {len(changed)}")
