@@ -377,3 +377,23 @@ def test_force_color_and_no_color(project, capsys, monkeypatch):
 def test_quiet_suppresses_summary(project, capsys):
     (project / "t.py").write_text(BAD)
     assert run(capsys, "-q", "--output-format", "concise", "t.py")[2] == ""
+
+
+def test_summary_counts_fixable_and_unsafe(project, capsys):
+    (project / "t.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nx = torch.zeros(3).cuda()\n"
+        "net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))\n"
+    )
+    code, out, err = concise(capsys, "t.py")
+    assert code == 1 and len(out) == 2
+    assert "1 fixable with `torchlint --fix`." in err
+    assert "1 unsafe fix available with --unsafe-fixes." in err
+    code, out, err = concise(capsys, "--unsafe-fixes", "t.py")
+    assert "2 fixable with `torchlint --fix --unsafe-fixes`." in err and "unsafe fix available" not in err
+
+
+def test_full_format_hint_drops_flag_advice_when_unsafe_fixes_given(project, capsys):
+    (project / "t.py").write_text("import torch.nn as nn\nnet = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))\n")
+    assert "(unsafe fix, use --unsafe-fixes)" in run(capsys, "t.py")[1]
+    out = run(capsys, "--unsafe-fixes", "t.py")[1]
+    assert "(unsafe fix)" in out and "use --unsafe-fixes" not in out

@@ -204,6 +204,12 @@ def report(result, args, resolver, fixed_note: Optional[str] = None, checked_pat
         if fixed_note:
             print(fixed_note, file=sys.stderr)
         print(summary(result.diagnostics, result.files_checked), file=sys.stderr)
+        fixable = sum(
+            1 for d in result.diagnostics if d.fix and (d.fix.applicability == "safe" or args.unsafe_fixes)
+        )
+        if fixable:
+            flags = "--fix --unsafe-fixes" if args.unsafe_fixes else "--fix"
+            print(f"{fixable} fixable with `torchlint {flags}`.", file=sys.stderr)
         hidden = sum(1 for d in result.diagnostics if d.fix and d.fix.applicability == "unsafe")
         if hidden and not args.unsafe_fixes:
             print(f"{hidden} unsafe fix{'es' if hidden != 1 else ''} available with --unsafe-fixes.", file=sys.stderr)

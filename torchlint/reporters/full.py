@@ -66,7 +66,8 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
             hint = Text()
             label = "Fix" if d.fix.applicability == "safe" else "Unsafe fix"
             hint.append(f"  = help: {d.fix.message}", style="green")
-            hint.append(f" ({label.lower()}{'' if d.fix.applicability == 'safe' else ', use --unsafe-fixes'})", style="dim")
+            needs_flag = d.fix.applicability != "safe" and not context.unsafe_fixes
+            hint.append(f" ({label.lower()}{', use --unsafe-fixes' if needs_flag else ''})", style="dim")
             console.print(hint)
         console.print()
     return buffer.getvalue()
