@@ -181,20 +181,9 @@ def code_in_place(ctx, node: cst.CSTNode) -> str:
     """Source for ``node`` (say, a replacement built with ``with_keyword_args``) as it prints at
     the statement being visited: continuation lines inside brackets keep the enclosing blocks'
     indentation, which ``Module.code_for_node`` (rendering at column 0) drops."""
-    from libcst._nodes.internal import CodegenState
+    from torchlint.context import render_node
 
-    indent = [
-        a.indent if a.indent is not None else ctx.module.default_indent
-        for a in ctx.ancestors
-        if isinstance(a, cst.IndentedBlock)
-    ]
-    state = CodegenState(
-        default_indent=ctx.module.default_indent,
-        default_newline=ctx.module.default_newline,
-        indent_tokens=indent,
-    )
-    node._codegen(state)
-    return "".join(state.tokens)
+    return render_node(ctx.module, node, ctx.indentation())
 
 
 # -- loops, guards, handlers: shared by the host-sync, memory and debug rules ------------------

@@ -44,6 +44,23 @@ class PendingDiagnostic:
     message: str
     fix: Optional[FixSpec]
     statement: Optional[cst.CSTNode]
+    #: Indentation of the blocks around the finding, for rendering replacement nodes in place.
+    indent: Tuple[str, ...] = ()
+
+
+def render_node(module: cst.Module, node: cst.CSTNode, indent: Sequence[str] = ()) -> str:
+    """Source for ``node`` as it prints inside blocks indented by ``indent``: continuation lines
+    inside brackets keep the enclosing blocks' indentation, which ``Module.code_for_node``
+    (rendering at column 0) drops."""
+    from libcst._nodes.internal import CodegenState  # the hook libcst's own codegen uses
+
+    state = CodegenState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        indent_tokens=list(indent),
+    )
+    node._codegen(state)
+    return "".join(state.tokens)
 
 
 class FileContext:
@@ -93,7 +110,16 @@ class FileContext:
                 break
         if isinstance(node, cst.SimpleStatementLine):
             statement = node
-        self.pending.append(PendingDiagnostic(rule, node, message, fix, statement))
+        indent = self.indentation() if fix is not None else ()
+        self.pending.append(PendingDiagnostic(rule, node, message, fix, statement, indent))
+
+    def indentation(self) -> Tuple[str, ...]:
+        """Indent tokens of the blocks around the node being visited."""
+        return tuple(
+            a.indent if a.indent is not None else self.module.default_indent
+            for a in self.ancestors
+            if isinstance(a, cst.IndentedBlock)
+        )
 
     def import_edit(self, module_name: str) -> Tuple[Optional[NodeEdit], str]:
         """An edit adding ``import module_name`` (None if already imported) and the name to use."""

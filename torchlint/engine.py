@@ -18,6 +18,7 @@ from torchlint.context import (
     FileContext,
     NodeEdit,
     PendingDiagnostic,
+    render_node,
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.positions import Positions
@@ -147,7 +148,7 @@ def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: st
         rows.add(end.row)
     fix = None
     if p.fix is not None:
-        edits = tuple(_to_edit(e, positions, module, text) for e in p.fix.edits)
+        edits = tuple(_to_edit(e, positions, module, p.indent) for e in p.fix.edits)
         fix = Fix(p.fix.applicability, p.fix.message, tuple(sorted(edits, key=lambda e: e.location)))
     return Diagnostic(
         code=p.rule.code,
@@ -162,8 +163,9 @@ def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: st
     )
 
 
-def _to_edit(edit: NodeEdit, positions, module: cst.Module, text: str) -> Edit:
-    content = edit.content if isinstance(edit.content, str) else module.code_for_node(edit.content)
+def _to_edit(edit: NodeEdit, positions, module: cst.Module, indent) -> Edit:
+    # A replacement node prints with the indentation of the blocks around the finding.
+    content = edit.content if isinstance(edit.content, str) else render_node(module, edit.content, indent)
     if isinstance(edit.node, cst.Module):
         start = end = Location(1, 1)
     else:

@@ -7,7 +7,6 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import (
-    code_in_place,
     get_arg,
     has_star_args,
     in_test_code,
@@ -84,7 +83,7 @@ class DataLoaderNumWorkers(Rule):
         import_edit, os_name = self.ctx.import_edit("os")
         value = cst.parse_expression(DEFAULT_WORKERS.replace("os.", f"{os_name}.", 1))
         if arg is None:
-            edit = NodeEdit(node, code_in_place(self.ctx, with_keyword_args(node, [("num_workers", value)])))
+            edit = NodeEdit(node, with_keyword_args(node, [("num_workers", value)]))
         else:
             edit = NodeEdit(arg.value, value)
         edits = (edit,) if import_edit is None else (import_edit, edit)
@@ -153,7 +152,7 @@ class DataLoaderPinMemory(Rule):
         arg = get_arg(node, "pin_memory", PIN_MEMORY)
         true = cst.Name("True")
         if arg is None:
-            edit = NodeEdit(node, code_in_place(self.ctx, with_keyword_args(node, [("pin_memory", true)])))
+            edit = NodeEdit(node, with_keyword_args(node, [("pin_memory", true)]))
         else:
             edit = NodeEdit(arg.value, true)
         return FixSpec(SAFE, "Set `pin_memory=True`", (edit,))

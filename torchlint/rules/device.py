@@ -7,7 +7,6 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis import (
-    code_in_place,
     get_arg,
     is_accelerator_device,
     literal_value,
@@ -92,7 +91,7 @@ class TensorMovedAfterCreation(Rule):
         return FixSpec(
             UNSAFE if unsafe else SAFE,
             "Pass `device=` to the constructor",
-            (NodeEdit(node, code_in_place(self.ctx, replacement)),),
+            (NodeEdit(node, replacement),),
         )
 
 
