@@ -275,7 +275,9 @@ def test_in_oom_handler():
 @pytest.mark.parametrize(
     "path, expected",
     [("tests/test_x.py", True), ("test_x.py", True), ("pkg/x_test.py", True), ("conftest.py", True),
-     ("src/testing/util.py", True), ("src/train.py", False), ("latest.py", False), ("contest.py", False)],
+     ("src/testing/util.py", True), ("src/train.py", False), ("latest.py", False), ("contest.py", False),
+     ("src/accelerate/test_utils/training.py", True), ("repo/tests_fabric/x.py", True),
+     ("src/unit_tests/a.py", True), ("src/latest_utils/a.py", False), ("src/contest/a.py", False)],
 )
 def test_is_test_path(path, expected):
     assert is_test_path(path) is expected

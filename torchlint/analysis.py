@@ -403,12 +403,16 @@ def in_oom_handler(ctx) -> bool:
 
 
 def is_test_path(path: str) -> bool:
-    """``test_x.py``, ``x_test.py``, ``conftest.py``, or anything under a ``tests``/``test`` folder."""
+    """``test_x.py``, ``x_test.py``, ``conftest.py``, or anything under a ``tests``/``test``
+    folder or a test-support one (``test_utils``, ``tests_fabric``, ``unit_tests``)."""
     parts = re.split(r"[\\/]", path)
     name = parts[-1]
     if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
         return True
-    return any(p in ("test", "tests", "testing") for p in parts[:-1])
+    return any(
+        p in ("test", "tests", "testing") or p.startswith(("test_", "tests_")) or p.endswith(("_test", "_tests"))
+        for p in parts[:-1]
+    )
 
 
 def in_test_code(ctx) -> bool:

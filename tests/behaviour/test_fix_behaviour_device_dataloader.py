@@ -233,8 +233,11 @@ class Stream(IterableDataset):
     def __iter__(self):
         return iter(range(4))
 
+def make_stream():  # out of TL101's sight, like a stream imported from another module
+    return Stream()
+
 def items():
-    return [int(x) for x in DataLoader(Stream(), batch_size=None)]
+    return [int(x) for x in DataLoader(make_stream(), batch_size=None)]
 """
 
 

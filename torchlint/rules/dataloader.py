@@ -13,6 +13,7 @@ from torchlint.analysis import (
     is_accelerator_device,
     literal_value,
     method_call,
+    tensor_factory,
     with_keyword_args,
 )
 from torchlint.context import FixSpec, NodeEdit
@@ -25,6 +26,8 @@ NUM_WORKERS = DATALOADER_PARAMS.index("num_workers")
 PIN_MEMORY = DATALOADER_PARAMS.index("pin_memory")
 # Datasets of tensors already in memory: TL101 leaves their loaders alone.
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+# A stream the training process feeds (an RL replay buffer): every worker would replay it whole.
+ITERABLE_DATASETS = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
 
 # What TL101's fix passes: a few workers overlap loading with the step; more rarely help and
 # multiply memory, and the cap keeps a small machine from being oversubscribed.
@@ -46,8 +49,11 @@ class DataLoaderNumWorkers(Rule):
     steps, and the accelerator waits. Only an omitted argument or a literal ``0`` (by keyword or
     at position 5) is flagged: a variable, an expression or ``**kwargs`` is unknown and stays
     silent, as do loaders that are not torch's (a project's ``DataLoader``, torch_geometric's),
-    loaders over a ``TensorDataset`` (in memory already: workers would only pickle it) and loaders
-    in test code (tests keep loading in-process on purpose).
+    loaders over a ``TensorDataset`` or over a dataset class of the same file whose items are rows
+    of tensors it builds in ``__init__`` (in memory already: workers would only pickle them), over
+    an ``IterableDataset`` subclass of the same file (each worker would replay the whole stream),
+    a loader built to take one batch (``next(iter(DataLoader(...)))``) and loaders in test code
+    (tests keep loading in-process on purpose).
     """
 
     code = "TL101"
@@ -66,18 +72,38 @@ class DataLoaderNumWorkers(Rule):
         arg = get_arg(node, "num_workers", NUM_WORKERS)
         if arg is not None and literal_value(arg.value) != 0:
             return  # a positive literal, or unknown
-        if in_test_code(self.ctx) or self._in_memory_dataset(node):
+        if in_test_code(self.ctx) or self._takes_one_batch() or self._workers_do_not_apply(node):
             return
         self.report(node, fix=self._fix(node, arg))
 
-    def _in_memory_dataset(self, node: cst.Call) -> bool:
-        """``DataLoader(TensorDataset(x, y))``, or a name this scope binds to one: indexing
-        tensors already in memory is cheap, and workers would only pickle them."""
+    def _takes_one_batch(self) -> bool:
+        """``next(iter(DataLoader(...)))``: one batch, where starting workers costs more."""
+        up = self.ctx.ancestors[-4:]
+        return (
+            len(up) == 4
+            and isinstance(up[0], cst.Call) and isinstance(up[0].func, cst.Name) and up[0].func.value == "next"
+            and isinstance(up[1], cst.Arg) and len(up[0].args) == 1
+            and isinstance(up[2], cst.Call) and isinstance(up[2].func, cst.Name) and up[2].func.value == "iter"
+            and isinstance(up[3], cst.Arg) and len(up[2].args) == 1
+        )
+
+    def _workers_do_not_apply(self, node: cst.Call) -> bool:
+        """The dataset (``DataLoader(ds_call)``, or a name this scope binds to one) is a
+        ``TensorDataset``, or a class of this file that keeps its rows in memory or streams
+        from the training process (an ``IterableDataset``)."""
         dataset = get_arg(node, "dataset", 0)
         value = dataset.value if dataset is not None else None
         if isinstance(value, cst.Name):
             value = _assigned_value(_scope_of(self.ctx), value.value)
-        return isinstance(value, cst.Call) and self.ctx.resolve_call(value) in TENSOR_DATASETS
+        if not isinstance(value, cst.Call):
+            return False
+        if self.ctx.resolve_call(value) in TENSOR_DATASETS:
+            return True
+        cls = _module_class(self.ctx.module, value.func)
+        return cls is not None and (
+            any(self.ctx.resolve(base.value) in ITERABLE_DATASETS for base in cls.bases)
+            or _items_are_tensor_rows(cls, self.ctx)
+        )
 
     def _fix(self, node: cst.Call, arg: Optional[cst.Arg]) -> FixSpec:
         import_edit, os_name = self.ctx.import_edit("os")
@@ -101,7 +127,8 @@ class DataLoaderPinMemory(Rule):
     ``.to(..., non_blocking=True)`` on a value derived from the loop variables. Loaders passed
     elsewhere, returned, or moved through helper functions are not followed: silent.
     ``pin_memory=<variable>`` and ``**kwargs`` are unknown: silent; ``pin_memory=False`` flags.
-    Test code is left alone.
+    A loader whose name is bound again (``loader = accelerator.prepare(loader)``) is not followed
+    either: the loop may iterate a wrapper. Test code is left alone.
     """
 
     code = "TL102"
@@ -173,10 +200,42 @@ class DataLoaderPinMemory(Rule):
             return ("call", id(node)) if isinstance(wrapper, cst.Call) else None
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
             targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
-            if len(targets) != 1:
+            if len(targets) != 1 or self._rebound(targets[0]):
                 return None
             return self._target_key(targets[0])
         return None
+
+    def _rebound(self, target: cst.BaseExpression) -> bool:
+        """Is the name or ``self.<attr>`` bound again (``loader = accelerator.prepare(loader)``,
+        ``self.dl = fabric.setup_dataloaders(self.dl)``)? Then a loop over it may iterate a wrapper
+        that moves or pins batches itself, and its ``.to()`` says nothing about this loader."""
+        if isinstance(target, cst.Name):
+            scope, name = self._scope(), target.value
+            roots = [scope.body] if isinstance(scope, (cst.FunctionDef, cst.ClassDef)) else [scope]
+            match = lambda t: isinstance(t, cst.Name) and t.value == name  # noqa: E731
+            skip: Tuple[type, ...] = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+            cls = self._class()
+            if cls is None:
+                return False
+            roots, attr = [cls.body], target.attr.value
+            match = lambda t: isinstance(t, cst.Attribute) and t.attr.value == attr and _plain_name(t.value) in ("self", "cls")  # noqa: E731
+            skip = (cst.ClassDef,)
+        else:
+            return False
+        count = 0
+        for root in roots:
+            for n in walk(root, skip):
+                if isinstance(n, cst.Assign):
+                    stores = [t.target for t in n.targets]
+                elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+                    stores = [n.target]
+                elif isinstance(n, cst.AsName):
+                    stores = [n.name]
+                else:
+                    continue
+                count += sum(1 for store in stores for t in walk(store) if match(t))
+        return count > 1
 
     def _target_key(self, target: cst.BaseExpression) -> Optional[tuple]:
         if isinstance(target, cst.Name):
@@ -227,6 +286,73 @@ def _assigned_value(scope: cst.CSTNode, name: str) -> Optional[cst.BaseExpressio
         and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
     ]
     return values[0] if len(values) == 1 else None
+
+
+def _module_class(module: cst.Module, func: cst.BaseExpression) -> Optional[cst.ClassDef]:
+    """The class ``func`` names when the module defines it once at top level."""
+    if not isinstance(func, cst.Name):
+        return None
+    found = [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == func.value]
+    return found[0] if len(found) == 1 else None
+
+
+def _items_are_tensor_rows(cls: cst.ClassDef, ctx) -> bool:
+    """``__getitem__`` only returns ``self.a[i]`` (or a tuple of those), and ``__init__`` builds
+    each such ``self.a`` with a torch constructor (``torch.randn(n, d)``): items are in memory."""
+    methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+    getitem, init = methods.get("__getitem__"), methods.get("__init__")
+    if getitem is None or init is None:
+        return False
+    body = [s for s in _simple_statements(getitem) if not _is_docstring_expr(s)]
+    if len(body) != 1 or not isinstance(body[0], cst.Return) or body[0].value is None:
+        return False
+    value = body[0].value
+    rows = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+    attrs = set()
+    for row in rows:
+        if not (
+            isinstance(row, cst.Subscript)
+            and isinstance(row.value, cst.Attribute)
+            and isinstance(row.value.value, cst.Name)
+            and row.value.value.value == "self"
+        ):
+            return False
+        attrs.add(row.value.attr.value)
+    top_level = {
+        target.target.attr.value: small.value
+        for small in _simple_statements(init)
+        if isinstance(small, cst.Assign) and len(small.targets) == 1
+        for target in small.targets
+        if _self_attr(target.target)
+    }
+    writes: Dict[str, int] = {}  # every store to self.<attr> anywhere in the class
+    for n in walk(cls.body):
+        stores = [t.target for t in n.targets] if isinstance(n, cst.Assign) else (
+            [n.target] if isinstance(n, (cst.AugAssign, cst.AnnAssign)) else [])
+        for t in stores:
+            for inner in walk(t):
+                if _self_attr(inner):
+                    writes[inner.attr.value] = writes.get(inner.attr.value, 0) + 1
+    return all(
+        writes.get(attr) == 1 and attr in top_level and tensor_factory(top_level[attr], ctx) is not None
+        for attr in attrs
+    )
+
+
+def _self_attr(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _simple_statements(function: cst.FunctionDef) -> List[cst.BaseSmallStatement]:
+    """The simple statements directly in a function's body (not under if/for/with)."""
+    body = function.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        return list(body.body)
+    return [s for line in body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+
+
+def _is_docstring_expr(small: cst.BaseSmallStatement) -> bool:
+    return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def _unwrap_iteration(node: cst.BaseExpression, ctx) -> cst.BaseExpression:
