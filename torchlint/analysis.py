@@ -216,7 +216,8 @@ def _last_name(node: cst.CSTNode) -> Optional[str]:
     return None
 
 
-def _memo(ctx, key: str, node: cst.CSTNode, compute):
+def memo(ctx, key: str, node: cst.CSTNode, compute):
+    """``compute()`` once per file for (``key``, ``node``): rules ask about the same loop often."""
     slot = (key, id(node))
     try:
         return ctx.analysis_memo[slot]
@@ -258,7 +259,7 @@ def dataloader_names(ctx) -> frozenset:
                         names.add(name)
         return frozenset(names)
 
-    return _memo(ctx, "dataloader_names", ctx.module, compute)
+    return memo(ctx, "dataloader_names", ctx.module, compute)
 
 
 def is_loader_expression(node: cst.BaseExpression, ctx) -> bool:
@@ -300,7 +301,7 @@ def calls_gradient_step(loop: cst.CSTNode, ctx) -> bool:
                 return True
         return False
 
-    return _memo(ctx, "gradient_step", loop, compute)
+    return memo(ctx, "gradient_step", loop, compute)
 
 
 def is_training_loop(loop: cst.CSTNode, ctx) -> bool:
@@ -314,7 +315,7 @@ def is_training_loop(loop: cst.CSTNode, ctx) -> bool:
             return True
         return calls_gradient_step(loop, ctx)
 
-    return _memo(ctx, "training_loop", loop, compute)
+    return memo(ctx, "training_loop", loop, compute)
 
 
 def _path_below(ctx, top: cst.CSTNode, node: Optional[cst.CSTNode]) -> List[cst.CSTNode]:
@@ -495,7 +496,7 @@ def grad_disabled_in(loop: cst.CSTNode, ctx) -> bool:
                     return True
         return False
 
-    return _memo(ctx, "grad_disabled_in", loop, compute)
+    return memo(ctx, "grad_disabled_in", loop, compute)
 
 
 def indentation(ctx, upto: Optional[cst.CSTNode] = None) -> str:

@@ -204,3 +204,43 @@ def test_no_grad_inside_a_loop_without_a_step_is_evaluation():
 @pytest.mark.parametrize("path", ["tests/test_train.py", "pkg/train_test.py", "conftest.py"])
 def test_silent_in_test_code(path):
     assert findings(LOOP.format(stmt="print(loss.item())"), path) == []
+
+
+EVAL_SCRIPT = """\
+import torch
+def main(loader, session):
+    for input, target in loader:
+        output = session.run([], {"input": input.numpy()})
+        prec1 = accuracy_np(output[0], target.numpy())
+        top1.update(prec1.item(), input.size(0))
+"""
+
+
+@pytest.mark.parametrize("path", ["onnx_validate.py", "tools/eval.py", "scripts/inference.py", "predict.py"])
+def test_loop_without_a_step_in_an_evaluation_script_is_silent(path):
+    # timm's onnx_validate.py: the loop feeds an ONNX session and reads numpy results.
+    assert findings(EVAL_SCRIPT, path) == []
+
+
+@pytest.mark.parametrize("path", ["train.py", "train_eval.py", "tools/finetune.py"])
+def test_loop_without_a_step_elsewhere_is_still_a_loader_loop(path):
+    assert findings(EVAL_SCRIPT, path) == [("TL201", 6, 21)]
+
+
+def test_a_gradient_step_in_an_evaluation_script_is_flagged():
+    code = LOOP.format(stmt="print(loss.item())")
+    assert findings(code, "evaluate.py") == [("TL201", 6, 11)]
+
+
+def test_items_of_the_loaders_batch_stay_on_the_host():
+    code = """\
+    for batch in train_data_loader:
+        for per_image in batch:
+            img = per_image["image"].permute(1, 2, 0).cpu().detach().numpy()
+        x = batch[0]
+        x = x.cuda()
+        loss = model(x)
+        loss.backward()
+        print(x.sum().item())
+    """
+    assert findings(code) == [("TL201", 8, 11)]

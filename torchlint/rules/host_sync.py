@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 import libcst as cst
@@ -15,6 +16,7 @@ from torchlint.analysis import (
     in_test_code,
     is_loader_expression,
     is_training_loop,
+    memo,
     method_call,
     name_tokens,
     under_periodic_guard,
@@ -30,6 +32,9 @@ _MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "bu
                              "children", "eval", "train", "load_state_dict", "named_modules"})
 # Roots that are never torch tensors: `np.array(x).tolist()`.
 _HOST_LIBRARIES = ("numpy", "pandas")
+_TRAIN_WORDS = frozenset({"train", "training", "finetune", "fit", "pretrain"})
+# Methods after which a value may be on the device.
+_MOVES = frozenset({"cuda", "to"})
 _EVAL_WORDS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validate", "validation",
                          "test", "predict", "prediction", "inference", "infer"})
 
@@ -80,22 +85,67 @@ def _bound_names(target: cst.CSTNode) -> set:
     return set()
 
 
-def _assigned_in(body: cst.CSTNode) -> set:
-    names: set = set()
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Assign):
-            for t in node.targets:
-                names |= _bound_names(t.target)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
-            names |= _bound_names(node.target)
-        elif isinstance(node, cst.AsName):
-            names |= _bound_names(node.name)
-        elif isinstance(node, cst.NamedExpr):
-            names |= _bound_names(node.target)
-        stack.extend(iter_children(node))
-    return names
+def _is_evaluation_script(path: str) -> bool:
+    """`validate.py`, `onnx_validate.py`, `eval.py`, `inference.py`: a file named for
+    evaluation and not for training too (`train_eval.py` is not one)."""
+    stem = re.split(r"[\\/]", path)[-1].rsplit(".", 1)[0]
+    words = set(name_tokens(cst.Name(stem))) if stem.isidentifier() else set(re.split(r"[^a-z0-9]+", stem.lower()))
+    return bool(words & _EVAL_WORDS) and not words & _TRAIN_WORDS
+
+
+def _host_chain_base(node: cst.BaseExpression) -> Optional[str]:
+    """The name an access chain starts from (`batch` in `batch["x"][0].permute(1, 0)`), or None
+    when the chain calls a function, or moves the value (`.cuda()`, `.to(...)`)."""
+    while True:
+        if isinstance(node, cst.Call):
+            if not isinstance(node.func, cst.Attribute) or node.func.attr.value in _MOVES:
+                return None
+            node = node.func.value
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        elif isinstance(node, cst.Name):
+            return node.value
+        else:
+            return None
+
+
+def _host_names(loop: cst.For, ctx) -> set:
+    """Names in the loop body that hold what the loader yielded: the loop's targets, and names
+    bound from an access chain of those (`for img in batch`, `x = batch[0]`), unless some other
+    binding in the body gives the name another value (`x = x.cuda()`)."""
+    def compute():
+        bindings = []  # (names bound, the access chain's base or None)
+        stack = [loop.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(node, cst.Assign):
+                names = set().union(*(_bound_names(t.target) for t in node.targets))
+                bindings.append((names, _host_chain_base(node.value)))
+            elif isinstance(node, (cst.For, cst.CompFor)):
+                bindings.append((_bound_names(node.target), _host_chain_base(node.iter)))
+            elif isinstance(node, cst.AnnAssign):
+                value = node.value
+                bindings.append((_bound_names(node.target), _host_chain_base(value) if value is not None else None))
+            elif isinstance(node, (cst.AugAssign, cst.NamedExpr)):
+                bindings.append((_bound_names(node.target), None))
+            elif isinstance(node, cst.AsName):
+                bindings.append((_bound_names(node.name), None))
+            stack.extend(iter_children(node))
+        targets = _bound_names(loop.target)
+        host = set(targets)
+        while True:
+            derived = set(targets)
+            poisoned = set()
+            for names, base in bindings:
+                (derived if base is not None and base in host else poisoned).update(names)
+            new = derived - poisoned
+            if new == host:
+                return frozenset(host)
+            host = new
+
+    return memo(ctx, "host_names", loop, compute)
 
 
 class HostSyncInLoop(Rule):
@@ -107,7 +157,8 @@ class HostSyncInLoop(Rule):
     chain (`loss.detach().cpu().numpy()`) is one sync and one finding. Calls under a logging
     guard (`if step % n == 0:`, `if verbose:`), after the loop, in functions defined in the loop,
     and evaluation loops (no gradient step, under `no_grad`/`inference_mode` or in an
-    `evaluate`/`validate`/`predict` function, or over a `val`/`eval`/`test` loader) stay silent.
+    `evaluate`/`validate`/`predict` function or file, or over a `val`/`eval`/`test` loader) stay
+    silent, as do tensors the loader yielded (still on the host).
     """
 
     code = "TL201"
@@ -173,14 +224,14 @@ class HostSyncInLoop(Rule):
         return bool(resolved) and resolved.split(".", 1)[0] in _HOST_LIBRARIES
 
     def _straight_from_the_loader(self, receiver: cst.BaseExpression, loop: cst.CSTNode) -> bool:
-        """`for x, y in loader: y.tolist()`: a DataLoader yields host tensors; only once the loop
-        rebinds the name (`y = y.cuda()`) can it be on the device."""
+        """`for x, y in loader: y.tolist()`: a DataLoader yields host tensors, and so do their
+        items (`for img in batch`, `first = batch[0]`, `img["x"].permute(...)`); only once the
+        loop rebinds a name from something else (`y = y.cuda()`) or the chain moves it
+        (`y.cuda().tolist()`) can it be on the device."""
         if not isinstance(loop, cst.For) or not is_loader_expression(loop.iter, self.ctx):
             return False
-        base = _base_name(receiver)
-        if base is None or base.value not in _bound_names(loop.target):
-            return False
-        return base.value not in _assigned_in(loop.body)
+        base = _host_chain_base(receiver)
+        return base is not None and base in _host_names(loop, self.ctx)
 
     def _is_evaluation(self, loop: cst.CSTNode) -> bool:
         if calls_gradient_step(loop, self.ctx):
@@ -189,6 +240,8 @@ class HostSyncInLoop(Rule):
             return True
         func = enclosing_function(self.ctx)
         if func is not None and set(name_tokens(func.name)) & _EVAL_WORDS:
+            return True
+        if _is_evaluation_script(self.ctx.path):
             return True
         iterable: Optional[cst.BaseExpression] = loop.iter if isinstance(loop, cst.For) else None
         while isinstance(iterable, cst.Call) and iterable.args:  # enumerate(val_loader)
