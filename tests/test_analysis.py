@@ -124,6 +124,7 @@ from torchlint.analysis import (  # noqa: E402
     is_periodic_guard,
     is_test_path,
     is_training_loop,
+    under_memory_switch,
     under_periodic_guard,
 )
 from torchlint.engine import walk  # noqa: E402
@@ -277,7 +278,8 @@ def test_in_oom_handler():
     [("tests/test_x.py", True), ("test_x.py", True), ("pkg/x_test.py", True), ("conftest.py", True),
      ("src/testing/util.py", True), ("src/train.py", False), ("latest.py", False), ("contest.py", False),
      ("src/accelerate/test_utils/training.py", True), ("repo/tests_fabric/x.py", True),
-     ("src/unit_tests/a.py", True), ("src/latest_utils/a.py", False), ("src/contest/a.py", False)],
+     ("src/unit_tests/a.py", True), ("src/latest_utils/a.py", False), ("src/contest/a.py", False),
+     ("/tmp/pytest-of-me/pytest-3/test_open_and_save0/train.py", False)],
 )
 def test_is_test_path(path, expected):
     assert is_test_path(path) is expected
@@ -308,6 +310,22 @@ def test_in_debug_branch():
     assert at_marks(code, lambda ctx, n: in_debug_branch(ctx, n)) == [True, True, True, False, False, True]
 
 
+def test_in_debug_branch_by_class_and_file_name():
+    code = """\
+    class AutogradProfiler:
+        def before_step(self):
+            mark()
+    class Trainer:
+        def profile_step(self):
+            mark()
+        def step(self):
+            mark()
+    """
+    assert at_marks(code, lambda ctx, n: in_debug_branch(ctx, n)) == [True, True, False]
+    assert at_marks("mark()\n", lambda ctx, n: in_debug_branch(ctx, n), path="fx/profiling_tracer.py") == [True]
+    assert at_marks("mark()\n", lambda ctx, n: in_debug_branch(ctx, n), path="train.py") == [False]
+
+
 @pytest.mark.parametrize(
     "name, expected",
     [("forward", True), ("step", True), ("training_step", True), ("train_step", True),
@@ -317,3 +335,21 @@ def test_in_debug_branch():
 def test_is_per_step_function(name, expected):
     func = cst.parse_statement(f"def {name}(self):\n    pass\n")
     assert is_per_step_function(func) is expected
+
+
+def test_under_memory_switch():
+    code = """\
+    for batch in loader:
+        if args.empty_unused_memory_level >= 1:
+            mark()
+        if torch.cuda.memory_allocated() > limit:
+            mark()
+        if step % 10 == 0:
+            mark()
+        if ready:
+            pass
+        else:
+            mark()
+    """
+    answers = at_marks(code, lambda ctx, n: under_memory_switch(ctx, ctx.module, n))
+    assert answers == [True, True, False, False]

@@ -384,6 +384,20 @@ def under_periodic_guard(ctx, loop: cst.CSTNode, node: Optional[cst.CSTNode] = N
     return any(is_periodic_guard(test) for test in _guarded_branches(_path_below(ctx, loop, node)))
 
 
+_MEMORY_WORDS = frozenset({"empty", "cache", "memory", "mem", "unused", "release"})
+
+
+def under_memory_switch(ctx, top: cst.CSTNode, node: Optional[cst.CSTNode] = None) -> bool:
+    """Is the current node (or ``node``), below ``top``, under an ``if`` whose test names a memory
+    setting: ``if args.empty_unused_memory_level >= 1:``, ``if cfg.release_cache:``,
+    ``if torch.cuda.memory_allocated() > limit:``? Releasing memory there is the user's choice."""
+    for test in _guarded_branches(_path_below(ctx, top, node)):
+        for n in [test, *_body_nodes(test, ())]:
+            if isinstance(n, (cst.Name, cst.Attribute)) and set(name_tokens(n)) & _MEMORY_WORDS:
+                return True
+    return False
+
+
 _OOM_TEXT = re.compile(r"out of memory|outofmemory|out_of_memory|\boom\b|reduce_batch_size", re.IGNORECASE)
 
 
@@ -403,6 +417,9 @@ def in_oom_handler(ctx) -> bool:
     return False
 
 
+_TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "testing_utils", "test_helpers"})
+
+
 def is_test_path(path: str) -> bool:
     """``test_x.py``, ``x_test.py``, ``conftest.py``, or anything under a ``tests``/``test``
     folder or a test-support one (``test_utils``, ``tests_fabric``, ``unit_tests``)."""
@@ -410,10 +427,8 @@ def is_test_path(path: str) -> bool:
     name = parts[-1]
     if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
         return True
-    return any(
-        p in ("test", "tests", "testing") or p.startswith(("test_", "tests_")) or p.endswith(("_test", "_tests"))
-        for p in parts[:-1]
-    )
+    # Not any `test_*` folder: pytest's temporary folders are named so, and a path may be absolute.
+    return any(p in _TEST_FOLDERS or p.startswith("tests_") or p.endswith("_tests") for p in parts[:-1])
 
 
 def in_test_code(ctx) -> bool:
@@ -441,13 +456,22 @@ def _is_debug_test(test: cst.BaseExpression) -> bool:
     return False
 
 
+# Names of code whose purpose is a debugging or profiling tool: `class AutogradProfiler`,
+# `def enable_debug_mode`, `profiling_tracer.py`.
+_TOOL_NAME_WORDS = frozenset({"debug", "debugging", "anomaly", "profile", "profiler", "profiling"})
+
+
 def in_debug_branch(ctx, node: Optional[cst.CSTNode] = None) -> bool:
     """Under ``if debug:`` / ``if args.detect_anomaly:`` / ``if os.environ.get("DEBUG"):``, or in a
-    function whose name says debug (``def enable_debug_mode``)."""
+    function, class or file whose name says debug or profiling (``def enable_debug_mode``,
+    ``class AutogradProfiler``, ``profiling_tracer.py``): there the tool is the point."""
     if any(_is_debug_test(test) for test in _guarded_branches(_path_below(ctx, ctx.module, node))):
         return True
-    func = enclosing_function(ctx)
-    return func is not None and "debug" in name_tokens(func.name)
+    for scope in ctx.ancestors:
+        if isinstance(scope, (cst.FunctionDef, cst.ClassDef)) and set(name_tokens(scope.name)) & _TOOL_NAME_WORDS:
+            return True
+    stem = re.split(r"[\\/]", ctx.path)[-1].rsplit(".", 1)[0]
+    return stem.isidentifier() and bool(set(name_tokens(cst.Name(stem))) & _TOOL_NAME_WORDS)
 
 
 _PER_STEP_NAMES = frozenset({"forward", "step", "train_batch", "train_on_batch"})

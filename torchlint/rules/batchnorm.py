@@ -6,7 +6,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import get_arg, literal_value
+from torchlint.analysis import get_arg, in_test_code, literal_value
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit
 from torchlint.tree import iter_children
 from torchlint.diagnostics import UNSAFE
@@ -28,7 +28,7 @@ class ConvBiasBeforeBatchNorm(Rule):
     ``__init__`` whose every call in the class is ``self.bn(self.conv(x))`` or
     ``x = self.conv(x)`` directly followed by ``x = self.bn(x)``. The finding is on the conv's
     constructor call. Unknown bias (``bias=flag``, ``**kwargs``), other norms, an activation in
-    between, conditional or repeated assignments and convs used elsewhere stay silent.
+    between, conditional or repeated assignments, convs used elsewhere and test code stay silent.
     """
 
     code = "TL301"
@@ -47,7 +47,7 @@ class ConvBiasBeforeBatchNorm(Rule):
 
     # -- nn.Sequential(conv, bn, ...) ---------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.resolve_call(node) != "torch.nn.Sequential":
+        if self.ctx.resolve_call(node) != "torch.nn.Sequential" or in_test_code(self.ctx):
             return
         layers = self._sequential_layers(node)
         for first, second in zip(layers, layers[1:]):
@@ -83,6 +83,8 @@ class ConvBiasBeforeBatchNorm(Rule):
         init = next((m for m in methods if m.name.value == "__init__"), None)
         if init is None or not self._constructs_conv_and_norm(init):
             return  # the cheap check first: most classes never build a conv and a norm
+        if in_test_code(self.ctx) or node.name.value.startswith("Test"):
+            return  # tests build conv+BN pairs on purpose (fusion, checkpointing)
         assignments: Dict[str, List[Tuple[cst.BaseExpression, bool]]] = {}
         calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], cst.FunctionDef]]] = {}
         escaped: Set[str] = set()

@@ -100,7 +100,8 @@ class DebugToolLeftOn(Rule):
     output for NaN; the legacy profiler records every op. Both are debugging aids that slow a
     run several-fold. Silent: `set_detect_anomaly(False)`, a flag passed as a variable
     (`set_detect_anomaly(args.debug)`, `profile(enabled=args.profile)`), test files and test
-    functions, code under a debug branch (`if args.debug:`), and `torch.profiler.profile`.
+    functions, code under a debug branch (`if args.debug:`) or in a function, class or file named
+    for debugging or profiling (`class AutogradProfiler`), and `torch.profiler.profile`.
     """
 
     code = "TL601"

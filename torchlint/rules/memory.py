@@ -13,6 +13,7 @@ from torchlint.analysis import (
     is_per_step_function,
     is_training_loop,
     statement_removal_edits,
+    under_memory_switch,
     under_periodic_guard,
 )
 from torchlint.context import FixSpec
@@ -28,7 +29,8 @@ class EmptyCache(Rule):
     `empty_cache()` returns them to the driver, so the next step pays for fresh allocations (and
     `cudaFree` synchronises the device). It never gives the *same* process more memory: the
     allocator already frees its cache and retries before raising out-of-memory. Calls in an
-    out-of-memory `except` handler, under a periodic guard (`if step % 1000 == 0:`), in loops
+    out-of-memory `except` handler, under a periodic guard (`if step % 1000 == 0:`) or a memory
+    setting (`if args.empty_unused_memory_level >= 1:`), in loops
     that are not training loops (`for name in model_names:`), and in setup code stay silent.
     """
 
@@ -60,7 +62,7 @@ class EmptyCache(Rule):
             scope, where = func, f"in `{func.name.value}`, which runs every step,"
         else:
             return
-        if under_periodic_guard(self.ctx, scope, node):
+        if under_periodic_guard(self.ctx, scope, node) or under_memory_switch(self.ctx, scope, node):
             return
         edits = statement_removal_edits(self.ctx, node)
         fix = FixSpec("unsafe", f"Remove the `{name}()` call", edits) if edits else None

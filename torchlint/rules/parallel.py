@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis import in_test_code
 from torchlint.rules.base import Rule
 
 
@@ -13,7 +14,8 @@ class DataParallel(Rule):
     DataParallel runs one Python process that drives every GPU from threads: the GIL, a
     scatter/gather through GPU 0 and a model replica per step make it slower than
     DistributedDataParallel even on one machine. Mentions that construct nothing
-    (``isinstance(m, nn.DataParallel)``, imports, subclassing) stay silent.
+    (``isinstance(m, nn.DataParallel)``, imports, subclassing), test code, and code in a class or
+    function named for DataParallel (a library's ``DataParallelStrategy``) stay silent.
     """
 
     code = "TL701"
@@ -27,14 +29,28 @@ class DataParallel(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.resolve_call(node)
+        if name not in ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel"):
+            return
+        if in_test_code(self.ctx) or self._implements_data_parallel_support():
+            return
         if name == "torch.nn.DataParallel":
             self.report(node)
-        elif name == "torch.nn.parallel.data_parallel":
+        else:
             self.report(
                 node,
                 "`nn.parallel.data_parallel` replicates the module on every call and drives all GPUs "
                 "from one process; use `torch.nn.parallel.DistributedDataParallel`.",
             )
+
+
+    def _implements_data_parallel_support(self) -> bool:
+        """Inside a class or function named for DataParallel (Lightning's
+        ``DataParallelStrategy``): a library offering DP as an option, not a user choosing it."""
+        return any(
+            isinstance(node, (cst.ClassDef, cst.FunctionDef))
+            and "dataparallel" in node.name.value.lower().replace("_", "")
+            for node in self.ctx.ancestors
+        )
 
 
 RULES = [DataParallel]

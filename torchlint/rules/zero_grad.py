@@ -6,7 +6,8 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import enclosing_function, get_arg, has_star_args, literal_value, method_call
+from torchlint.analysis import enclosing_function, get_arg, has_star_args, in_test_code, literal_value, memo, method_call
+from torchlint.tree import walk
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
 from torchlint.rules.base import Rule
@@ -26,7 +27,8 @@ class ZeroGradSetToNone(Rule):
     only when the target torch is older than 2.0, where the default was still ``False``. Manual
     loops (``for p in model.parameters(): p.grad.zero_()``) are flagged at the zeroing call.
     Silent: ``set_to_none=True`` or an unknown value, code that implements ``zero_grad`` itself,
-    zeroing inside a ``torch.cuda.graph`` capture (grads must keep their addresses), and
+    zeroing inside a ``torch.cuda.graph`` capture (grads must keep their addresses), a class (or
+    a module outside classes) that adds into ``.grad`` itself (``p.grad += g``), test code, and
     ``.zero_()`` on anything that is not a loop variable's ``.grad``.
     """
 
@@ -52,7 +54,9 @@ class ZeroGradSetToNone(Rule):
 
     # -- optimizer.zero_grad(...) / model.zero_grad(...) ---------------------------------------
     def _check_zero_grad(self, node: cst.Call) -> None:
-        if self._implements_zero_grad() or self._in_graph_capture():
+        if self._implements_zero_grad() or self._in_graph_capture() or in_test_code(self.ctx):
+            return
+        if self._accumulates_into_grads():
             return
         version = self.ctx.torch_version
         arg = get_arg(node, "set_to_none", 0)
@@ -101,7 +105,9 @@ class ZeroGradSetToNone(Rule):
             return
         variable = receiver.value.value
         loop = self._loop_binding(variable)
-        if loop is None or self._implements_zero_grad() or self._in_graph_capture():
+        if loop is None or self._implements_zero_grad() or self._in_graph_capture() or in_test_code(self.ctx):
+            return
+        if self._accumulates_into_grads():
             return
         fix = None
         replacement = _loop_replacement(loop, variable, self.ctx.torch_version)
@@ -129,6 +135,25 @@ class ZeroGradSetToNone(Rule):
         function = enclosing_function(self.ctx)
         return function is not None and function.name.value == "zero_grad"
 
+    def _accumulates_into_grads(self) -> bool:
+        """Does the innermost enclosing class (else the module, outside its classes) add into ``.grad`` itself (``p.grad += g``,
+        ``p.grad.add_(g)``, ``p.grad.copy_(g)``)? A parameter server summing remote gradients
+        needs them allocated: with ``None`` that code fails."""
+        scope = next((n for n in reversed(self.ctx.ancestors) if isinstance(n, cst.ClassDef)), self.ctx.module)
+
+        def compute():
+            root = scope.body if isinstance(scope, cst.ClassDef) else scope
+            for n in walk(root, (cst.ClassDef,)):
+                if isinstance(n, cst.AugAssign) and isinstance(n.operator, (cst.AddAssign, cst.SubtractAssign)):
+                    if _is_grad_attribute(n.target):
+                        return True
+                target = method_call(n)
+                if target is not None and target[1] in ("add_", "sub_", "copy_") and _is_grad_attribute(target[0]):
+                    return True
+            return False
+
+        return memo(self.ctx, "accumulates_into_grads", scope, compute)
+
     def _in_graph_capture(self) -> bool:
         for node in self.ctx.ancestors:
             if isinstance(node, cst.With) and any(
@@ -139,6 +164,13 @@ class ZeroGradSetToNone(Rule):
 
 
 _EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _is_grad_attribute(node: cst.BaseExpression) -> bool:
+    """``<x>.grad`` or ``<x>.grad.data``."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+        node = node.value
+    return isinstance(node, cst.Attribute) and node.attr.value == "grad"
 
 
 def _loop_replacement(loop: cst.For, variable: str, version: Tuple[int, int]) -> Optional[str]:
