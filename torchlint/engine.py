@@ -21,6 +21,7 @@ from torchlint.context import (
     render_node,
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+from torchlint.parsing import IncrementalParser
 from torchlint.positions import Positions
 from torchlint.rules import ENGINE_CODES, all_rules
 from torchlint.rules.base import Rule
@@ -64,6 +65,9 @@ def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
             push((child, False))
 
 
+_INCREMENTAL = IncrementalParser()
+
+
 def enabled_rules(settings, path: str) -> List[Type[Rule]]:
     codes = settings.codes_for_path(path)
     return [r for r in all_rules() if r.code in codes]
@@ -99,8 +103,12 @@ def lint_source(
     *,
     rules: Optional[Sequence[Type[Rule]]] = None,
     prefilter: bool = True,
+    incremental: bool = False,
 ) -> List[Diagnostic]:
-    """All findings for one file's text, noqa and per-file-ignores applied, sorted."""
+    """All findings for one file's text, noqa and per-file-ignores applied, sorted.
+
+    ``incremental=True`` (editors, the language server) reuses the parse trees of top-level
+    statements unchanged since an earlier call (see ``parsing.IncrementalParser``)."""
     if rules is None:
         rules = enabled_rules(settings, path)
     codes = settings.codes_for_path(path)
@@ -112,7 +120,7 @@ def lint_source(
             diagnostics.append(error)
     else:
         try:
-            module = cst.parse_module(text)
+            module = _INCREMENTAL.parse(text) if incremental else cst.parse_module(text)
         except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
             error = syntax_error(text, path, settings)
             if error is None:  # valid Python that libcst cannot read

@@ -128,7 +128,7 @@ def fix_all_text(text: str, path: str, settings) -> Optional[str]:
     from torchlint.engine import lint_source
 
     for _ in range(MAX_FIX_PASSES):
-        diagnostics = effective_fixes(lint_source(text, path, settings), settings)
+        diagnostics = effective_fixes(lint_source(text, path, settings, incremental=True), settings)
         fixes = [d.fix for d in diagnostics if d.fix is not None and d.fix.applicability == SAFE]
         if not fixes:
             break
@@ -261,7 +261,7 @@ class Session:
         if target.on_disk and settings.is_excluded(target.path):
             return LintResult(version, text, [], settings, target.path, config_error)
         try:
-            diagnostics = effective_fixes(lint_source(text, target.path, settings), settings)
+            diagnostics = effective_fixes(lint_source(text, target.path, settings, incremental=True), settings)
         except Exception as exc:  # a rule bug must not take the server down
             logger.exception("internal error linting %s", uri)
             return LintResult(
