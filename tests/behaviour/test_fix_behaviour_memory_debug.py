@@ -7,28 +7,17 @@ where they do not (the reason the fix is unsafe).
 
 from __future__ import annotations
 
-import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchlint.config import Settings, settings_from_table  # noqa: E402
-from torchlint.edits import apply_edits  # noqa: E402
-from torchlint.engine import lint_source  # noqa: E402
+import rule_support  # noqa: E402
 
 
 def fix_and_load(source: str, code: str):
     """(namespace of the original, namespace of the fixed program, fixed text)."""
-    source = textwrap.dedent(source)
-    settings = settings_from_table({"select": [code]}, "t.toml", Settings())
-    diagnostics = lint_source(source, "train.py", settings)
-    assert diagnostics and all(d.fix is not None for d in diagnostics)
-    fixed = apply_edits(source, [e for d in diagnostics for e in d.fix.edits])
-    before, after = {}, {}
-    exec(compile(source, "before.py", "exec"), before)
-    exec(compile(fixed, "after.py", "exec"), after)
-    return before, after, fixed
+    return rule_support.fix_and_load(source, code, "train.py")
 
 
 @pytest.fixture(autouse=True)

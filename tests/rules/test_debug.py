@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import textwrap
+from functools import partial
 
-import libcst as cst
 import pytest
 
-from torchlint.config import Settings, settings_from_table
-from torchlint.edits import apply_edits
-from torchlint.engine import lint_source
+import rule_support
 
 
-def lint(code: str, path: str = "train.py"):
-    settings = settings_from_table({"select": ["TL601"]}, "t.toml", Settings())
-    return lint_source(textwrap.dedent(code), path, settings)
-
-
-def findings(code: str, path: str = "train.py"):
-    return [(d.code, d.location.row, d.location.column) for d in lint(code, path)]
-
-
-def fixed(code: str) -> str:
-    diagnostics = lint(code)
-    assert len(diagnostics) == 1
-    assert diagnostics[0].fix is not None and diagnostics[0].fix.applicability == "unsafe"
-    out = apply_edits(textwrap.dedent(code), diagnostics[0].fix.edits)
-    cst.parse_module(out)
-    return out
+lint = partial(rule_support.lint, rule="TL601")
+findings = partial(rule_support.findings, rule="TL601")
+fixed = partial(rule_support.fixed, rule="TL601")
 
 
 def test_set_detect_anomaly_true_removed():
