@@ -65,3 +65,33 @@ def test_prefilter_is_sound_on_timm():
     files = sorted(str(p) for p in corpus.rglob("*.py"))
     assert len(files) > 200
     assert differences(files) == []
+
+
+@pytest.mark.parametrize(
+    "spelling, matches",
+    [
+        ("torch.zeros(3).to(device)", True),
+        ("torch.ones(2) . cuda ()", True),
+        ("(torch.zeros(3)\n   .  # comment\n   to(device))", True),
+        ("torch.arange(4) \\\n    .to(device)", True),
+        ("torch.arange(4) \\\r\n    .cuda()", True),
+        ("import torch\nx = torch.zeros(3)\ntotal = x.total()\n", False),  # "to" in torch/total only
+        ("x.cuda", False),  # not called
+        ("x.auto(1)", False),
+    ],
+)
+def test_tl202_prefilter_pattern(spelling, matches):
+    from torchlint.rules.device import TensorMovedAfterCreation
+
+    assert TensorMovedAfterCreation.may_fire("import torch\n" + spelling + " zeros") is matches
+
+
+def test_tl202_prefilter_pattern_is_linear_on_long_comments():
+    import time
+
+    from torchlint.rules.device import MOVE_CALL
+
+    text = ("x = 1  # see foo. " + "#" * 400 + "\n") * 50
+    start = time.perf_counter()
+    assert MOVE_CALL.search(text) is None
+    assert time.perf_counter() - start < 0.5

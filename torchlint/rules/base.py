@@ -7,7 +7,7 @@ prefilter), its fix safety and its options all sit at the top, and its ``visit_<
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Pattern, Tuple, Union
 
 import libcst as cst
 
@@ -22,8 +22,10 @@ class Rule:
     summary: ClassVar[str]
     #: Default message; says what to do instead.
     message: ClassVar[str]
-    #: Prefilter: every group must have at least one token present in the file's text.
-    requires: ClassVar[Tuple[Tuple[str, ...], ...]] = ()
+    #: Prefilter: every group must have at least one token present in the file's text. A token is
+    #: a substring, or a compiled regex searched for where no substring is selective enough
+    #: (`.to(` may be spelt `. to (`; "to" alone is in almost every file).
+    requires: ClassVar[Tuple[Tuple[Union[str, Pattern[str]], ...], ...]] = ()
     #: "safe", "unsafe" or None when the rule offers no fix (each fix also carries its own).
     fix_applicability: ClassVar[Optional[str]] = None
     #: Per-rule options and their defaults, set under [tool.torchlint.rules.<code>].
@@ -44,4 +46,7 @@ class Rule:
     @classmethod
     def may_fire(cls, text: str) -> bool:
         """The prefilter: False only when the rule cannot possibly fire on ``text``."""
-        return all(any(token in text for token in group) for group in cls.requires)
+        return all(
+            any((token in text) if isinstance(token, str) else token.search(text) is not None for token in group)
+            for group in cls.requires
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Tuple
 
 import libcst as cst
@@ -24,6 +25,14 @@ from torchlint.torch_api import (
     TENSOR_CUDA_PARAMS,
     TENSOR_TO_PARAMS,
 )
+
+# The prefilter's `.to(` / `.cuda(`, however it is spelt: Python allows whitespace, newlines
+# (inside brackets), backslash continuations and, inside brackets, comments between the dot, the
+# name and the parenthesis. Sound: the rule only fires on an Attribute `to`/`cuda` that is called.
+# A comment runs to the end of its line (the lookahead): each gap has one parse, so the search
+# stays linear even on `. ########` (a comment that could be split many ways backtracks badly).
+_GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]*(?![^\r\n]))*"
+MOVE_CALL = re.compile(rf"\.{_GAP}(?:to|cuda){_GAP}\(")
 
 # Arguments of .to()/.cuda() that the fix may drop: the fresh tensor is a copy already, and
 # building it on the device needs no transfer to wait for.
@@ -53,7 +62,7 @@ class TensorMovedAfterCreation(Rule):
         "Tensor is created on the CPU and then copied to the device; "
         "create it there directly with `device=`."
     )
-    requires = (("cuda", "to"), tuple(sorted(DEVICE_FACTORIES)))
+    requires = ((MOVE_CALL,), tuple(sorted(DEVICE_FACTORIES)))
     fix_applicability = SAFE  # unsafe for random factories, requires_grad and inexact dtype casts
 
     def visit_Call(self, node: cst.Call) -> None:
