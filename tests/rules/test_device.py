@@ -148,3 +148,30 @@ def test_import_aliases():
 )
 def test_lookalikes_stay_silent(src):
     assert lint(src)[1] == []
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("torch.zeros(3).cuda()", True),
+        ("torch.zeros(3) . to (d)", True),
+        ("torch.zeros(\n 3,\n).to(d)", True),
+        ("torch.zeros(3)\\\n.cuda()", True),
+        ("torch.zeros (3).to(d)", True),
+        ("torch.zeros(3)  # c\n  .to(d)", True),
+        ("torch.ones(f(x)[0]).to(d)", True),
+        ("torch.tensor([')']).to(d)", True),  # a bracket in a string: the scan cannot vouch
+        ("from torch import zeros as z\nz(3).cuda()", True),  # an alias hides the name
+        ("from torch import zeros\tas\tz\n", True),
+        ("np.zeros(3).to(d)", True),  # not torch's, but the text cannot tell: the parse will
+        ("th.randn(2, 3)  # c\n", False),
+        ("x = torch.tensor(a)\ny.to(d)", False),
+        ("torch.nn.functional.pad(x).to(d)", False),
+        ("x.view(2).to(d)", False),
+        ("import numpy as np\n(3).to(d)", False),
+    ],
+)
+def test_prefilter_scan_for_constructor_then_move(text, expected):
+    from torchlint.rules.device import factory_then_move
+
+    assert factory_then_move(text) is expected

@@ -244,3 +244,12 @@ def test_items_of_the_loaders_batch_stay_on_the_host():
         print(x.sum().item())
     """
     assert findings(code) == [("TL201", 8, 11)]
+
+
+def test_prefilter_needs_a_loader_or_a_gradient_step():
+    from torchlint.rules.host_sync import HostSyncInLoop
+
+    assert HostSyncInLoop.may_fire("for b in val_DataLOADER:\n    b.item()\n")
+    assert HostSyncInLoop.may_fire("while True:\n    loss . backward ()\n    loss.item()\n")
+    assert HostSyncInLoop.may_fire("opt.step(\n)\nx.cpu()")
+    assert not HostSyncInLoop.may_fire("for k, v in d.items():\n    print(v.item())\n")

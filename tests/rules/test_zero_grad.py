@@ -163,3 +163,11 @@ def test_docs_examples():
     page = (ROOT / "docs" / "rules" / "TL401.md").read_text()
     assert [d.code for d in lint(_first_python_block(page, "Example"))] == ["TL401"]
     assert lint(_first_python_block(page, "Use instead")) == []
+
+
+def test_prefilter_tokens():
+    from torchlint.rules.zero_grad import ZeroGradSetToNone as rule
+
+    assert rule.may_fire("opt.zero_grad(set_to_none=False)")
+    assert rule.may_fire("p.grad .data.\\\n zero_()")
+    assert not rule.may_fire("nn.init.zeros_(m.bias)\nm.bias.data.zero_()")

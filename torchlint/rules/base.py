@@ -15,6 +15,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext, FixSpec
 
 
+# What Python allows between the tokens of `x . to (`: whitespace, newlines (inside brackets),
+# backslash continuations and, inside brackets, comments. Regex tokens of `requires` use it to
+# stay sound. A comment runs to the end of its line (the lookahead): each gap has one parse, so
+# searches stay linear even on `. ########` (a comment that could be split many ways backtracks).
+GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]*(?![^\r\n]))*"
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
@@ -24,7 +31,7 @@ class Rule:
     message: ClassVar[str]
     #: Prefilter: every group must have at least one token present in the file's text. A token is
     #: a substring, or a compiled regex searched for where no substring is selective enough
-    #: (`.to(` may be spelt `. to (`; "to" alone is in almost every file).
+    #: (`.to(` may be spelt `. to (`; "to" alone is in almost every file), or a predicate.
     requires: ClassVar[Tuple[Tuple[Union[str, Pattern[str]], ...], ...]] = ()
     #: "safe", "unsafe" or None when the rule offers no fix (each fix also carries its own).
     fix_applicability: ClassVar[Optional[str]] = None
@@ -46,7 +53,13 @@ class Rule:
     @classmethod
     def may_fire(cls, text: str) -> bool:
         """The prefilter: False only when the rule cannot possibly fire on ``text``."""
-        return all(
-            any((token in text) if isinstance(token, str) else token.search(text) is not None for token in group)
-            for group in cls.requires
-        )
+        return all(any(_present(token, text) for token in group) for group in cls.requires)
+
+
+def _present(token, text: str) -> bool:
+    """A token is a substring, a compiled regex, or a predicate on the text."""
+    if isinstance(token, str):
+        return token in text
+    if callable(token):
+        return bool(token(text))
+    return token.search(text) is not None

@@ -17,7 +17,7 @@ from torchlint.analysis import (
 )
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
-from torchlint.rules.base import Rule
+from torchlint.rules.base import GAP, Rule
 from torchlint.torch_api import (
     DEVICE_FACTORIES,
     DTYPE_EXACT_FACTORIES,
@@ -26,13 +26,61 @@ from torchlint.torch_api import (
     TENSOR_TO_PARAMS,
 )
 
-# The prefilter's `.to(` / `.cuda(`, however it is spelt: Python allows whitespace, newlines
-# (inside brackets), backslash continuations and, inside brackets, comments between the dot, the
-# name and the parenthesis. Sound: the rule only fires on an Attribute `to`/`cuda` that is called.
-# A comment runs to the end of its line (the lookahead): each gap has one parse, so the search
-# stays linear even on `. ########` (a comment that could be split many ways backtracks badly).
-_GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]*(?![^\r\n]))*"
-MOVE_CALL = re.compile(rf"\.{_GAP}(?:to|cuda){_GAP}\(")
+# The prefilter's `.to(` / `.cuda(`, however it is spelt (see GAP). Sound: the rule only fires on
+# an Attribute `to`/`cuda` that is called.
+MOVE_CALL = re.compile(rf"\.{GAP}(?:to|cuda){GAP}\(")
+# ... right after the closing bracket of a call (see `factory_then_move`).
+_CALL_THEN_MOVE = re.compile(rf"\){GAP}\.{GAP}(?:to|cuda){GAP}\(")
+_FACTORY_NAMES = frozenset(DEVICE_FACTORIES)
+_CLOSE = {")": "(", "]": "[", "}": "{"}
+
+
+def _name_before(text: str, end: int) -> str:
+    """The identifier ending at ``end`` (exclusive), skipping whitespace before it."""
+    j = end - 1
+    while j >= 0 and text[j] in " \t\r\n\\":
+        j -= 1
+    k = j
+    while k >= 0 and (text[k].isalnum() or text[k] == "_"):
+        k -= 1
+    return text[k + 1:j + 1]
+
+
+def _imports_factory_as(text: str) -> bool:
+    """``from torch import zeros as z``: its calls are spelt ``z(...)``."""
+    for sep in (" as", "\tas"):
+        i = text.find(sep)
+        while i != -1:
+            after = text[i + len(sep):i + len(sep) + 1]
+            if after in (" ", "\t", "\\") and _name_before(text, i + 1) in _FACTORY_NAMES:
+                return True
+            i = text.find(sep, i + 1)
+    return False
+
+
+def factory_then_move(text: str) -> bool:
+    """Prefilter: is some ``<constructor>(...)`` followed at once by ``.to(``/``.cuda(``? From each
+    ``).to(`` the brackets are matched backwards to the call's name. A string or comment inside
+    them, or a constructor imported under another name, makes the answer yes (the scan cannot
+    vouch for brackets in strings)."""
+    if _imports_factory_as(text):
+        return True
+    for match in _CALL_THEN_MOVE.finditer(text):
+        depth, i = 0, match.start()
+        while i >= 0:
+            c = text[i]
+            if c in ")]}":
+                depth += 1
+            elif c in "([{":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif c in "'\"#":
+                return True
+            i -= 1
+        if i >= 0 and _name_before(text, i) in _FACTORY_NAMES:
+            return True
+    return False
 
 # Arguments of .to()/.cuda() that the fix may drop: the fresh tensor is a copy already, and
 # building it on the device needs no transfer to wait for.
@@ -64,6 +112,11 @@ class TensorMovedAfterCreation(Rule):
     )
     requires = ((MOVE_CALL,), tuple(sorted(DEVICE_FACTORIES)))
     fix_applicability = SAFE  # unsafe for random factories, requires_grad and inexact dtype casts
+
+    @classmethod
+    def may_fire(cls, text: str) -> bool:
+        # `.to(` and `tensor` are in most torch files; a constructor call followed by a move is not.
+        return super().may_fire(text) and factory_then_move(text)
 
     def visit_Call(self, node: cst.Call) -> None:
         method = method_call(node)

@@ -21,7 +21,7 @@ from torchlint.analysis import (
     name_tokens,
     under_periodic_guard,
 )
-from torchlint.rules.base import Rule
+from torchlint.rules.base import GAP, Rule
 from torchlint.tree import iter_children
 from torchlint.torch_api import HOST_SYNC_METHODS
 
@@ -148,6 +148,11 @@ def _host_names(loop: cst.For, ctx) -> set:
     return memo(ctx, "host_names", loop, compute)
 
 
+def mentions_loader(text: str) -> bool:
+    """Prefilter token: ``loader`` in any case (is_loader_expression compares lower-cased names)."""
+    return "loader" in text or "Loader" in text or "loader" in text.lower()
+
+
 class HostSyncInLoop(Rule):
     """Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` on tensors in the body of a training
     loop (a loop over a data loader, or one that calls `.backward()` / `optimizer.step()`).
@@ -173,7 +178,12 @@ class HostSyncInLoop(Rule):
         "sync); keep running values on the device (`total += loss.detach()`) and read them under a "
         "logging guard (`if step % log_every == 0:`)."
     )
-    requires = (("item", "cpu", "numpy", "tolist"),)
+    # ... and only in a training loop: over a `*loader*` (or a DataLoader), or one whose body calls
+    # `.backward()` / `.step()` (see analysis.is_training_loop).
+    requires = (
+        ("item", "cpu", "numpy", "tolist"),
+        (mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         mc = method_call(node)

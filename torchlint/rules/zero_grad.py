@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Tuple
 
 import libcst as cst
@@ -10,7 +11,7 @@ from torchlint.analysis import enclosing_function, get_arg, has_star_args, in_te
 from torchlint.tree import walk
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
-from torchlint.rules.base import Rule
+from torchlint.rules.base import GAP, Rule
 
 # `set_to_none` became the default of Optimizer/Module.zero_grad in 2.0; it exists since 1.7.
 SET_TO_NONE_DEFAULT = (2, 0)
@@ -39,7 +40,8 @@ class ZeroGradSetToNone(Rule):
         "`zero_grad(set_to_none=False)` fills every gradient with zeros each step; drop the argument "
         "(the default `set_to_none=True` frees them and lets backward write fresh ones)."
     )
-    requires = (("zero_",),)
+    # `zero_grad(`, or `.zero_()` on a `.grad` / `.grad.data` (however spaced: see GAP).
+    requires = (("zero_",), ("zero_grad", re.compile(rf"grad{GAP}\.{GAP}(?:data{GAP}\.{GAP})?zero_")))
     fix_applicability = UNSAFE
 
     def visit_Call(self, node: cst.Call) -> None:
