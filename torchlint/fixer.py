@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import os
 import re
 import sys
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -287,6 +285,8 @@ def unified_diff(before: str, after: str, path: str) -> str:
     a = before.splitlines(keepends=True)
     b = after.splitlines(keepends=True)
     lines = []
+    import difflib  # only for --diff
+
     for line in difflib.unified_diff(a, b, f"a/{path}", f"b/{path}"):
         if line.startswith(("---", "+++", "@@")):
             lines.append(line.rstrip("\r\n") + "\n")
@@ -396,6 +396,8 @@ def fix_paths(files: Sequence[str], resolver, *, unsafe: bool, write: bool, jobs
         ordered = [items[i] for i in order]
         chunk = max(1, min(16, len(items) // (jobs * 8) or 1))
         chunks = [ordered[i:i + chunk] for i in range(0, len(ordered), chunk)]
+        from concurrent.futures import ProcessPoolExecutor  # only when fixing many files
+
         with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
             done = [o for rows in pool.map(_fix_chunk, chunks) for o in rows]
         outcomes: List[Optional[FileOutcome]] = [None] * len(items)
