@@ -525,13 +525,7 @@ def grad_disabled_in(loop: cst.CSTNode, ctx) -> bool:
 
 def indentation(ctx, upto: Optional[cst.CSTNode] = None) -> str:
     """The absolute indentation of the statement being visited (or of ancestor ``upto``)."""
-    parts = []
-    for node in ctx.ancestors:
-        if node is upto:
-            break
-        if isinstance(node, cst.IndentedBlock):
-            parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
-    return "".join(parts)
+    return "".join(ctx.indentation(upto))
 
 
 def statement_removal_edits(ctx, call: cst.Call) -> Optional[tuple]:

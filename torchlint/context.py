@@ -48,6 +48,20 @@ class PendingDiagnostic:
     indent: Tuple[str, ...] = ()
 
 
+def block_indents(
+    module: cst.Module, ancestors: Sequence[cst.CSTNode], upto: Optional[cst.CSTNode] = None
+) -> Tuple[str, ...]:
+    """Indent tokens of the IndentedBlocks among ``ancestors`` (outermost first), stopping at
+    ``upto``; a block's ``indent`` of None means the module's default."""
+    tokens = []
+    for node in ancestors:
+        if node is upto:
+            break
+        if isinstance(node, cst.IndentedBlock):
+            tokens.append(node.indent if node.indent is not None else module.default_indent)
+    return tuple(tokens)
+
+
 def render_node(module: cst.Module, node: cst.CSTNode, indent: Sequence[str] = ()) -> str:
     """Source for ``node`` as it prints inside blocks indented by ``indent``: continuation lines
     inside brackets keep the enclosing blocks' indentation, which ``Module.code_for_node``
@@ -113,13 +127,9 @@ class FileContext:
         indent = self.indentation() if fix is not None else ()
         self.pending.append(PendingDiagnostic(rule, node, message, fix, statement, indent))
 
-    def indentation(self) -> Tuple[str, ...]:
-        """Indent tokens of the blocks around the node being visited."""
-        return tuple(
-            a.indent if a.indent is not None else self.module.default_indent
-            for a in self.ancestors
-            if isinstance(a, cst.IndentedBlock)
-        )
+    def indentation(self, upto: Optional[cst.CSTNode] = None) -> Tuple[str, ...]:
+        """Indent tokens of the blocks around the node being visited (or around ancestor ``upto``)."""
+        return block_indents(self.module, self.ancestors, upto)
 
     def import_edit(self, module_name: str) -> Tuple[Optional[NodeEdit], str]:
         """An edit adding ``import module_name`` (None if already imported) and the name to use."""

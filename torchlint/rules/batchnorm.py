@@ -7,7 +7,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import get_arg, in_test_code, literal_value
-from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit
+from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
 from torchlint.tree import iter_children
 from torchlint.diagnostics import UNSAFE
 from torchlint.rules.base import Rule
@@ -164,7 +164,7 @@ class ConvBiasBeforeBatchNorm(Rule):
         self._reported.add(id(conv))
         fix = None
         if fixable:
-            edits = _bias_false_edits(conv, _block_indent(self.ctx.module, blocks))
+            edits = _bias_false_edits(conv, "".join(block_indents(self.ctx.module, blocks)))
             fix = FixSpec(UNSAFE, "Pass `bias=False` to the convolution", edits)
         self.report(conv, fix=fix)
 
@@ -336,14 +336,6 @@ def _argument_indent(call: cst.Call, block_indent: str) -> Optional[str]:
         if isinstance(whitespace, cst.ParenthesizedWhitespace):
             return (block_indent if whitespace.indent else "") + whitespace.last_line.value
     return None
-
-
-def _block_indent(module: cst.Module, ancestors) -> str:
-    return "".join(
-        (node.indent if node.indent is not None else module.default_indent)
-        for node in ancestors
-        if isinstance(node, cst.IndentedBlock)
-    )
 
 
 RULES = [ConvBiasBeforeBatchNorm]
