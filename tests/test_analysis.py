@@ -353,3 +353,13 @@ def test_under_memory_switch():
     """
     answers = at_marks(code, lambda ctx, n: under_memory_switch(ctx, ctx.module, n))
     assert answers == [True, True, False, False]
+
+
+def test_bound_names_and_body_simple_statements():
+    from torchlint.analysis import body_simple_statements, bound_names
+
+    for_target = cst.parse_statement("for i, (x, *y) in z:\n    pass\n").target
+    assert bound_names(for_target) == {"i", "x", "y"}
+    assert bound_names(cst.parse_expression("self.x")) == set()
+    func = cst.parse_statement("def f():\n    a = 1; b = 2\n    if a:\n        c = 3\n    return b\n")
+    assert [type(s).__name__ for s in body_simple_statements(func)] == ["Assign", "Assign", "Return"]

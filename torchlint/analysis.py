@@ -5,7 +5,7 @@ re-deriving them; each has tests in tests/test_analysis.py."""
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -62,6 +62,28 @@ def literal_value(node: Optional[cst.BaseExpression]) -> Any:
         inner = literal_value(node.expression)
         return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else UNKNOWN
     return UNKNOWN
+
+
+def bound_names(target: cst.CSTNode) -> Set[str]:
+    """Names a `for` target or assignment target binds: `i, (x, *y)` -> {i, x, y}."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: Set[str] = set()
+        for element in target.elements:
+            names |= bound_names(element.value)
+        return names
+    if isinstance(target, cst.StarredElement):
+        return bound_names(target.value)
+    return set()
+
+
+def body_simple_statements(function: cst.FunctionDef) -> List[cst.BaseSmallStatement]:
+    """The simple statements directly in a function's body (not under if/for/try/with)."""
+    body = function.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        return list(body.body)
+    return [small for line in body.body if isinstance(line, cst.SimpleStatementLine) for small in line.body]
 
 
 def tensor_factory(call: cst.CSTNode, ctx) -> Optional[str]:

@@ -6,7 +6,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import get_arg, in_test_code, literal_value
+from torchlint.analysis import body_simple_statements, get_arg, in_test_code, literal_value
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
 from torchlint.tree import iter_children
 from torchlint.diagnostics import UNSAFE
@@ -136,7 +136,7 @@ class ConvBiasBeforeBatchNorm(Rule):
     def _constructs_conv_and_norm(self, init: cst.FunctionDef) -> bool:
         values = [
             small.value
-            for small in _top_level_statements_nodes(init)
+            for small in body_simple_statements(init)
             if isinstance(small, (cst.Assign, cst.AnnAssign))
         ]
         return any(self._is_norm(v) for v in values) and any(
@@ -221,16 +221,8 @@ def _contains(tree: Optional[cst.CSTNode], node: cst.CSTNode) -> bool:
     return tree is not None and any(child is node for child, _ in _walk(tree))
 
 
-def _top_level_statements_nodes(function: cst.FunctionDef) -> List[cst.BaseSmallStatement]:
-    """The simple statements directly in the function body (not under if/for/try/with)."""
-    body = function.body
-    if isinstance(body, cst.SimpleStatementSuite):
-        return list(body.body)
-    return [small for stmt in body.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
-
-
 def _top_level_statements(function: cst.FunctionDef) -> Set[int]:
-    return {id(small) for small in _top_level_statements_nodes(function)}
+    return {id(small) for small in body_simple_statements(function)}
 
 
 def _feeds_norm(call: cst.Call, parents: Tuple[cst.CSTNode, ...], method: cst.FunctionDef, norms: Set[str]) -> bool:

@@ -7,6 +7,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import (
+    body_simple_statements,
+    bound_names,
     get_arg,
     has_star_args,
     in_test_code,
@@ -303,7 +305,7 @@ def _items_are_tensor_rows(cls: cst.ClassDef, ctx) -> bool:
     getitem, init = methods.get("__getitem__"), methods.get("__init__")
     if getitem is None or init is None:
         return False
-    body = [s for s in _simple_statements(getitem) if not _is_docstring_expr(s)]
+    body = [s for s in body_simple_statements(getitem) if not _is_docstring_expr(s)]
     if len(body) != 1 or not isinstance(body[0], cst.Return) or body[0].value is None:
         return False
     value = body[0].value
@@ -320,7 +322,7 @@ def _items_are_tensor_rows(cls: cst.ClassDef, ctx) -> bool:
         attrs.add(row.value.attr.value)
     top_level = {
         target.target.attr.value: small.value
-        for small in _simple_statements(init)
+        for small in body_simple_statements(init)
         if isinstance(small, cst.Assign) and len(small.targets) == 1
         for target in small.targets
         if _self_attr(target.target)
@@ -341,14 +343,6 @@ def _items_are_tensor_rows(cls: cst.ClassDef, ctx) -> bool:
 
 def _self_attr(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
-
-
-def _simple_statements(function: cst.FunctionDef) -> List[cst.BaseSmallStatement]:
-    """The simple statements directly in a function's body (not under if/for/with)."""
-    body = function.body
-    if isinstance(body, cst.SimpleStatementSuite):
-        return list(body.body)
-    return [s for line in body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
 
 
 def _is_docstring_expr(small: cst.BaseSmallStatement) -> bool:
@@ -387,26 +381,13 @@ def _binds(scope: cst.CSTNode, name: str) -> bool:
             return True
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
     return any(
-        isinstance(n, (cst.AssignTarget, cst.For)) and name in _target_names(n.target) for n in walk(body)
+        isinstance(n, (cst.AssignTarget, cst.For)) and name in bound_names(n.target) for n in walk(body)
     )
-
-
-def _target_names(target: cst.BaseExpression) -> Set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: Set[str] = set()
-        for element in target.elements:
-            names |= _target_names(element.value)
-        return names
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
 
 
 def _body_moves_items(loop: cst.For, ctx) -> bool:
     """Does the loop body move a value derived from the loop variables to an accelerator?"""
-    tainted = _target_names(loop.target)
+    tainted = bound_names(loop.target)
     flows: List[Tuple[Set[str], Set[str]]] = []  # (names bound, names read) by each binding
     moves: List[cst.BaseExpression] = []  # receivers of .cuda() / .to(device)
 
@@ -414,13 +395,13 @@ def _body_moves_items(loop: cst.For, ctx) -> bool:
         if isinstance(n, cst.Assign):
             bound: Set[str] = set()
             for t in n.targets:
-                bound |= _target_names(t.target)
+                bound |= bound_names(t.target)
             flows.append((bound, _names(n.value)))
         elif isinstance(n, cst.AnnAssign):
             if n.value is not None:
-                flows.append((_target_names(n.target), _names(n.value)))
+                flows.append((bound_names(n.target), _names(n.value)))
         elif isinstance(n, (cst.CompFor, cst.For)):
-            flows.append((_target_names(n.target), _names(n.iter)))
+            flows.append((bound_names(n.target), _names(n.iter)))
         elif isinstance(n, cst.Call) and _moves_to_accelerator(n, ctx):
             moves.append(n.func.value)
     if not moves:

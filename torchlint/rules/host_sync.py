@@ -8,6 +8,7 @@ from typing import List, Optional
 import libcst as cst
 
 from torchlint.analysis import (
+    bound_names,
     calls_gradient_step,
     enclosing_function,
     enclosing_loops,
@@ -74,17 +75,6 @@ def _base_name(node: cst.BaseExpression) -> Optional[cst.Name]:
     return node if isinstance(node, cst.Name) else None
 
 
-def _bound_names(target: cst.CSTNode) -> set:
-    """Names a `for` target or assignment target binds: `i, (x, y)` -> {i, x, y}."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return set().union(*(_bound_names(e.value) for e in target.elements)) if target.elements else set()
-    if isinstance(target, cst.StarredElement):
-        return _bound_names(target.value)
-    return set()
-
-
 def _is_evaluation_script(path: str) -> bool:
     """`validate.py`, `onnx_validate.py`, `eval.py`, `inference.py`: a file named for
     evaluation and not for training too (`train_eval.py` is not one)."""
@@ -121,19 +111,19 @@ def _host_names(loop: cst.For, ctx) -> set:
             if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 continue
             if isinstance(node, cst.Assign):
-                names = set().union(*(_bound_names(t.target) for t in node.targets))
+                names = set().union(*(bound_names(t.target) for t in node.targets))
                 bindings.append((names, _host_chain_base(node.value)))
             elif isinstance(node, (cst.For, cst.CompFor)):
-                bindings.append((_bound_names(node.target), _host_chain_base(node.iter)))
+                bindings.append((bound_names(node.target), _host_chain_base(node.iter)))
             elif isinstance(node, cst.AnnAssign):
                 value = node.value
-                bindings.append((_bound_names(node.target), _host_chain_base(value) if value is not None else None))
+                bindings.append((bound_names(node.target), _host_chain_base(value) if value is not None else None))
             elif isinstance(node, (cst.AugAssign, cst.NamedExpr)):
-                bindings.append((_bound_names(node.target), None))
+                bindings.append((bound_names(node.target), None))
             elif isinstance(node, cst.AsName):
-                bindings.append((_bound_names(node.name), None))
+                bindings.append((bound_names(node.name), None))
             stack.extend(iter_children(node))
-        targets = _bound_names(loop.target)
+        targets = bound_names(loop.target)
         host = set(targets)
         while True:
             derived = set(targets)
