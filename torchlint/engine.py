@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
@@ -26,7 +26,7 @@ from torchlint.positions import Positions
 from torchlint.rules import ENGINE_CODES, all_rules
 from torchlint.rules.base import Rule
 from torchlint.suppression import filter_suppressed
-from torchlint.tree import _children, iter_children  # noqa: F401  (iter_children: public API)
+from torchlint.tree import _children
 
 def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
     """One pass over the tree, calling every rule's ``visit_X``/``leave_X`` for node type X."""
