@@ -68,11 +68,6 @@ def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
 _INCREMENTAL = IncrementalParser()
 
 
-def enabled_rules(settings, path: str) -> List[Type[Rule]]:
-    codes = settings.codes_for_path(path)
-    return [r for r in all_rules() if r.code in codes]
-
-
 def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:
     """TL001 for text Python cannot compile, or None. Uses CPython's parser: fast and precise."""
     try:
@@ -109,9 +104,9 @@ def lint_source(
 
     ``incremental=True`` (editors, the language server) reuses the parse trees of top-level
     statements unchanged since an earlier call (see ``parsing.IncrementalParser``)."""
-    if rules is None:
-        rules = enabled_rules(settings, path)
     codes = settings.codes_for_path(path)
+    if rules is None:
+        rules = [r for r in all_rules() if r.code in codes]
     candidates = [r for r in rules if r.may_fire(text)] if prefilter else list(rules)
     diagnostics: List[Diagnostic] = []
     if not candidates:
