@@ -122,6 +122,7 @@ from torchlint.analysis import (  # noqa: E402
     in_test_code,
     is_per_step_function,
     is_periodic_guard,
+    is_test_module,
     is_test_path,
     is_training_loop,
     under_memory_switch,
@@ -283,6 +284,20 @@ def test_in_oom_handler():
 )
 def test_is_test_path(path, expected):
     assert is_test_path(path) is expected
+
+
+@pytest.mark.parametrize(
+    "path, text, expected",
+    [("test_partseg.py", "for x in loader:\n    pass\nif __name__ == '__main__':\n    main()\n", False),
+     ("test_x.py", "def test_a():\n    pass\n", True),
+     ("test_x.py", "import unittest\nclass A(unittest.TestCase):\n    pass\n", True),
+     ("test_x.py", "import pytest\n", True),
+     ("pkg/x_test.py", "class TestA:\n    pass\n", True),
+     ("tests/helpers.py", "x = 1\n", True), ("conftest.py", "", True),
+     ("train.py", "def test_a():\n    pass\n", False)],
+)
+def test_is_test_module(path, text, expected):
+    assert is_test_module(path, text) is expected
 
 
 def test_in_test_code_by_function_and_class():

@@ -94,8 +94,8 @@ def code_signature() -> str:
     return _CODE_SIGNATURE
 
 
-def registry_snapshot(modules, build) -> Dict[str, str]:
-    """code -> name of the registered rules, as ``build()`` (which imports every rule, and so
+def registry_snapshot(modules, build) -> Dict[str, list]:
+    """code -> [name, preview] of the registered rules, as ``build()`` (which imports every rule, and so
     libcst) would return it, remembered in ``torchlint/rules/__pycache__`` under the code
     signature: a warm run can validate ``--select`` and fingerprint the settings without
     importing a single rule. Where that folder is read-only, ``build()`` just runs each time."""
@@ -106,7 +106,10 @@ def registry_snapshot(modules, build) -> Dict[str, str]:
     try:
         with open(path, encoding="utf-8") as fh:
             names = json.load(fh)
-        if isinstance(names, dict) and names and all(isinstance(v, str) for v in names.values()):
+        if isinstance(names, dict) and names and all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], bool)
+            for v in names.values()
+        ):
             return names
     except (OSError, ValueError):
         pass

@@ -47,6 +47,8 @@ def build_check_parser() -> argparse.ArgumentParser:
     sel.add_argument("--ignore", type=_codes, action="append", metavar="CODES", help="codes or prefixes to disable")
     sel.add_argument("--per-file-ignores", action="append", metavar="GLOB:CODES", help="ignore codes in files matching GLOB")
     sel.add_argument("--target-torch-version", metavar="X.Y", help="lowest torch version the code must run on")
+    sel.add_argument("--preview", action="store_true", default=None, help="also run rules in preview")
+    sel.add_argument("--no-preview", dest="preview", action="store_false", help="do not run rules in preview")
     files = p.add_argument_group("files")
     files.add_argument("--exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude (replaces the config's exclude)")
     files.add_argument("--extend-exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude in addition")
@@ -97,6 +99,7 @@ def _overrides(args):
         target_torch_version=args.target_torch_version,
         fixable=_extend(args.fixable),
         unfixable=_extend(args.unfixable),
+        preview=args.preview,
     )
 
 

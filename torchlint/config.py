@@ -34,7 +34,7 @@ LIST_KEYS = (
     "fixable", "unfixable", "extend-safe-fixes", "extend-unsafe-fixes",
 )
 KNOWN_KEYS = frozenset(LIST_KEYS) | {
-    "per-file-ignores", "target-torch-version", "rules", "respect-gitignore", "cache-dir",
+    "per-file-ignores", "target-torch-version", "rules", "respect-gitignore", "cache-dir", "preview",
 }
 CODE_LIST_KEYS = frozenset({
     "select", "ignore", "extend-select", "fixable", "unfixable",
@@ -141,6 +141,8 @@ class Settings:
     extend_unsafe_fixes: Tuple[str, ...] = ()
     respect_gitignore: bool = True
     cache_dir: Optional[str] = None
+    #: Preview rules run only when this is on (``--preview`` / ``preview = true``), as in ruff.
+    preview: bool = False
     #: Folder globs are relative to (the config file's folder, else the working directory).
     root: str = "."
     config_path: Optional[str] = None
@@ -151,7 +153,12 @@ class Settings:
     @cached_property
     def enabled_codes(self) -> FrozenSet[str]:
         selected = expand_codes(self.select, "select") | expand_codes(self.extend_select, "extend-select")
-        return selected - expand_codes(self.ignore, "ignore")
+        enabled = selected - expand_codes(self.ignore, "ignore")
+        if not self.preview:
+            from torchlint.rules import preview_codes
+
+            enabled -= preview_codes()
+        return enabled
 
     @cached_property
     def _per_file(self) -> Tuple[Tuple[str, FrozenSet[str]], ...]:
@@ -294,9 +301,9 @@ def settings_from_table(table: Mapping[str, Any], where: str, base: Settings) ->
             changes[attr] = tuple(pairs)
         elif key == "target-torch-version":
             changes[attr] = parse_version(value, f"{where}: tool.torchlint.target-torch-version")
-        elif key == "respect-gitignore":
+        elif key in ("respect-gitignore", "preview"):
             if not isinstance(value, bool):
-                raise ConfigError(f"{where}: tool.torchlint.respect-gitignore: expected true or false")
+                raise ConfigError(f"{where}: tool.torchlint.{key}: expected true or false")
             changes[attr] = value
         elif key == "cache-dir":
             if not isinstance(value, str):
@@ -339,6 +346,7 @@ class CliOverrides:
     target_torch_version: Optional[str] = None
     fixable: Optional[Sequence[str]] = None
     unfixable: Optional[Sequence[str]] = None
+    preview: Optional[bool] = None
 
     def apply(self, settings: Settings) -> Settings:
         changes: Dict[str, Any] = {}
@@ -374,6 +382,8 @@ class CliOverrides:
         if self.unfixable:
             expand_codes(self.unfixable, "--unfixable")
             changes["unfixable"] = settings.unfixable + tuple(self.unfixable)
+        if self.preview is not None:
+            changes["preview"] = self.preview
         return replace(settings, **changes) if changes else settings
 
 

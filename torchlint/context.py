@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Un
 
 import libcst as cst
 
+from torchlint.analysis import in_test_scope
 from torchlint.imports import ImportTable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,6 +118,8 @@ class FileContext:
 
     # -- findings ---------------------------------------------------------------------------
     def report(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional[FixSpec]) -> None:
+        if rule.skip_in_tests and in_test_scope(self.ancestors):
+            return  # test modules never reach the rules (engine); test functions end here
         statement = None
         for ancestor in reversed(self.ancestors):
             if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):

@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
+from torchlint.analysis import is_test_module
 from torchlint.context import (
     DELETE_LINES,
     INSERT_AFTER,
@@ -107,6 +108,9 @@ def lint_source(
     codes = settings.codes_for_path(path)
     if rules is None:
         rules = [r for r in all_rules() if r.code in codes]
+    version = settings.target_torch_version
+    test_module = is_test_module(path, text)
+    rules = [r for r in rules if r.applies_to(version) and not (test_module and r.skip_in_tests)]
     candidates = [r for r in rules if r.may_fire(text)] if prefilter else list(rules)
     diagnostics: List[Diagnostic] = []
     if not candidates:

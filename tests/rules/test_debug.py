@@ -144,4 +144,12 @@ def test_else_branch_of_a_debug_flag_is_not_a_debug_branch():
 
 @pytest.mark.parametrize("path", ["tests/test_train.py", "test_x.py", "pkg/x_test.py", "conftest.py"])
 def test_silent_in_test_files(path):
-    assert findings("import torch\ntorch.autograd.set_detect_anomaly(True)\n", path) == []
+    code = "import torch\ntorch.autograd.set_detect_anomaly(True)\n\ndef test_grad():\n    pass\n"
+    assert findings(code, path) == []
+
+
+@pytest.mark.parametrize("path", ["test_x.py", "pkg/x_test.py"])
+def test_a_script_named_test_is_not_test_code(path):
+    """`test_partseg.py` with no test in it is an evaluation script: linted as one."""
+    code = "import torch\ntorch.autograd.set_detect_anomaly(True)\nif __name__ == '__main__':\n    main()\n"
+    assert findings(code, path) == [("TL601", 2, 1)]

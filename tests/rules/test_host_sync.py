@@ -203,7 +203,14 @@ def test_no_grad_inside_a_loop_without_a_step_is_evaluation():
 
 @pytest.mark.parametrize("path", ["tests/test_train.py", "pkg/train_test.py", "conftest.py"])
 def test_silent_in_test_code(path):
-    assert findings(LOOP.format(stmt="print(loss.item())"), path) == []
+    code = LOOP.format(stmt="print(loss.item())") + "\n\ndef test_loop():\n    pass\n"
+    assert findings(code, path) == []
+
+
+def test_an_evaluation_script_named_test_is_linted():
+    """`test_partseg.py`: a loop over a loader and a `__main__` block, no test in sight."""
+    code = LOOP.format(stmt="print(loss.item())") + "\n\nif __name__ == '__main__':\n    train()\n"
+    assert [f[0] for f in findings(code, "test_partseg.py")] == ["TL201"]
 
 
 EVAL_SCRIPT = """\

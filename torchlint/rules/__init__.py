@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import TYPE_CHECKING, Dict, Tuple, Type
+from typing import TYPE_CHECKING, Dict, FrozenSet, Tuple, Type
 
 if TYPE_CHECKING:  # pragma: no cover - imported with the rule modules (it imports libcst)
     from torchlint.rules.base import Rule
@@ -40,22 +40,34 @@ def rules_by_code() -> Dict[str, Type[Rule]]:
     return {rule.code: rule for rule in all_rules()}
 
 
-_NAMES: Dict[Tuple[str, ...], Dict[str, str]] = {}
+_REGISTRY: Dict[Tuple[str, ...], Dict[str, list]] = {}
+
+
+def _registry() -> Dict[str, list]:
+    """code -> [name, preview] of every registered rule. Selecting codes needs only this, so it
+    comes from a snapshot (torchlint.cache.registry_snapshot) while the rules are not imported: a
+    fully cached run then never imports the rules or libcst."""
+    if rules_by_code.cache_info().currsize or not all(m.startswith("torchlint.rules.") for m in RULE_MODULES):
+        return {code: [rule.name, rule.preview] for code, rule in rules_by_code().items()}
+    registry = _REGISTRY.get(RULE_MODULES)
+    if registry is None:
+        from torchlint.cache import registry_snapshot
+
+        registry = registry_snapshot(
+            RULE_MODULES, lambda: {c: [r.name, r.preview] for c, r in rules_by_code().items()}
+        )
+        _REGISTRY[RULE_MODULES] = registry
+    return registry
 
 
 def rule_names() -> Dict[str, str]:
-    """code -> name of every registered rule. Selecting codes needs only this, so it comes from a
-    snapshot (torchlint.cache.registry_snapshot) while the rules are not imported: a fully
-    cached run then never imports the rules or libcst."""
-    if rules_by_code.cache_info().currsize or not all(m.startswith("torchlint.rules.") for m in RULE_MODULES):
-        return {code: rule.name for code, rule in rules_by_code().items()}
-    names = _NAMES.get(RULE_MODULES)
-    if names is None:
-        from torchlint.cache import registry_snapshot
+    """code -> name of every registered rule."""
+    return {code: entry[0] for code, entry in _registry().items()}
 
-        names = registry_snapshot(RULE_MODULES, lambda: {c: r.name for c, r in rules_by_code().items()})
-        _NAMES[RULE_MODULES] = names
-    return names
+
+def preview_codes() -> FrozenSet[str]:
+    """Codes of the rules in preview: they run only in preview mode."""
+    return frozenset(code for code, entry in _registry().items() if entry[1])
 
 
 def known_codes() -> Tuple[str, ...]:

@@ -37,6 +37,16 @@ class Rule:
     fix_applicability: ClassVar[Optional[str]] = None
     #: Per-rule options and their defaults, set under [tool.torchlint.rules.<code>].
     options: ClassVar[Dict[str, Any]] = {}
+    #: Metadata the engine applies, so that rules never check these by hand:
+    #: silent in test code (test modules, ``test*`` functions, ``Test*`` classes);
+    skip_in_tests: ClassVar[bool] = True
+    #: runs only when ``min_torch_version <= target-torch-version < max_torch_version``;
+    min_torch_version: ClassVar[Optional[Tuple[int, int]]] = None
+    max_torch_version: ClassVar[Optional[Tuple[int, int]]] = None
+    #: a preview rule runs only with ``--preview`` / ``preview = true`` (ruff's model);
+    preview: ClassVar[bool] = False
+    #: tags for SARIF ``properties.tags`` and docs (``performance``, ``correctness``, ...).
+    tags: ClassVar[Tuple[str, ...]] = ()
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx
@@ -49,6 +59,13 @@ class Rule:
         fix: Optional["FixSpec"] = None,
     ) -> None:
         self.ctx.report(self, node, message or self.message, fix)
+
+    @classmethod
+    def applies_to(cls, version: Tuple[int, int]) -> bool:
+        """Does the rule apply when the code must run on torch ``version``?"""
+        if cls.min_torch_version is not None and version < cls.min_torch_version:
+            return False
+        return cls.max_torch_version is None or version < cls.max_torch_version
 
     @classmethod
     def may_fire(cls, text: str) -> bool:

@@ -6,7 +6,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import body_simple_statements, get_arg, in_test_code, literal_value
+from torchlint.analysis import body_simple_statements, get_arg, literal_value
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
 from torchlint.tree import iter_children
 from torchlint.diagnostics import UNSAFE
@@ -47,7 +47,7 @@ class ConvBiasBeforeBatchNorm(Rule):
 
     # -- nn.Sequential(conv, bn, ...) ---------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.resolve_call(node) != "torch.nn.Sequential" or in_test_code(self.ctx):
+        if self.ctx.resolve_call(node) != "torch.nn.Sequential":
             return
         layers = self._sequential_layers(node)
         for first, second in zip(layers, layers[1:]):
@@ -83,8 +83,6 @@ class ConvBiasBeforeBatchNorm(Rule):
         init = next((m for m in methods if m.name.value == "__init__"), None)
         if init is None or not self._constructs_conv_and_norm(init):
             return  # the cheap check first: most classes never build a conv and a norm
-        if in_test_code(self.ctx) or node.name.value.startswith("Test"):
-            return  # tests build conv+BN pairs on purpose (fusion, checkpointing)
         assignments: Dict[str, List[Tuple[cst.BaseExpression, bool]]] = {}
         calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], cst.FunctionDef]]] = {}
         escaped: Set[str] = set()

@@ -11,7 +11,6 @@ from torchlint.analysis import (
     bound_names,
     get_arg,
     has_star_args,
-    in_test_code,
     is_accelerator_device,
     literal_value,
     method_call,
@@ -74,7 +73,7 @@ class DataLoaderNumWorkers(Rule):
         arg = get_arg(node, "num_workers", NUM_WORKERS)
         if arg is not None and literal_value(arg.value) != 0:
             return  # a positive literal, or unknown
-        if in_test_code(self.ctx) or self._takes_one_batch() or self._workers_do_not_apply(node):
+        if self._takes_one_batch() or self._workers_do_not_apply(node):
             return
         self.report(node, fix=self._fix(node, arg))
 
@@ -150,7 +149,7 @@ class DataLoaderPinMemory(Rule):
         self.moved: Set[tuple] = set()  # keys of iterables whose items a loop moves to a device
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not _is_dataloader(node, self.ctx) or has_star_args(node) or in_test_code(self.ctx):
+        if not _is_dataloader(node, self.ctx) or has_star_args(node):
             return
         arg = get_arg(node, "pin_memory", PIN_MEMORY)
         if arg is not None and literal_value(arg.value) is not False:

@@ -11,7 +11,6 @@ from torchlint.analysis import (
     get_arg,
     has_star_args,
     in_debug_branch,
-    in_test_code,
     indentation,
     literal_value,
     statement_removal_edits,
@@ -115,7 +114,7 @@ class DebugToolLeftOn(Rule):
         name = self.ctx.resolve_call(node)
         if name != SET_DETECT_ANOMALY and name != DETECT_ANOMALY and name not in LEGACY_PROFILERS:
             return
-        if not _switched_on(node, name) or in_test_code(self.ctx) or in_debug_branch(self.ctx, node):
+        if not _switched_on(node, name) or in_debug_branch(self.ctx, node):
             return
         parent = self.ctx.parent
         in_with = isinstance(parent, cst.WithItem) and parent.item is node and isinstance(self.ctx.ancestors[-2], cst.With)

@@ -14,7 +14,6 @@ from torchlint.analysis import (
     enclosing_loops,
     grad_disabled,
     grad_disabled_in,
-    in_test_code,
     is_loader_expression,
     is_training_loop,
     memo,
@@ -181,7 +180,7 @@ class HostSyncInLoop(Rule):
             return
         if self._inside_reported_chain(node):
             return
-        if self._not_a_tensor(mc[0]) or in_test_code(self.ctx):
+        if self._not_a_tensor(mc[0]):
             return
         parent = self.ctx.parent
         if mc[1] == "cpu" and isinstance(parent, cst.Attribute) and parent.attr.value in _MODULE_METHODS:

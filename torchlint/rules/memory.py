@@ -9,7 +9,6 @@ from torchlint.analysis import (
     enclosing_function,
     enclosing_loops,
     in_oom_handler,
-    in_test_code,
     is_per_step_function,
     is_training_loop,
     statement_removal_edits,
@@ -51,7 +50,7 @@ class EmptyCache(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.resolve_call(node)
-        if name not in EMPTY_CACHE_FUNCTIONS or in_oom_handler(self.ctx) or in_test_code(self.ctx):
+        if name not in EMPTY_CACHE_FUNCTIONS or in_oom_handler(self.ctx):
             return
         loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
         func = enclosing_function(self.ctx)

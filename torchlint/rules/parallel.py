@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis import in_test_code
 from torchlint.rules.base import Rule
 
 
@@ -31,7 +30,7 @@ class DataParallel(Rule):
         name = self.ctx.resolve_call(node)
         if name not in ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel"):
             return
-        if in_test_code(self.ctx) or self._implements_data_parallel_support():
+        if self._implements_data_parallel_support():
             return
         if name == "torch.nn.DataParallel":
             self.report(node)

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import enclosing_function, get_arg, has_star_args, in_test_code, literal_value, memo, method_call
+from torchlint.analysis import enclosing_function, get_arg, has_star_args, literal_value, memo, method_call
 from torchlint.tree import walk
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
@@ -56,7 +56,7 @@ class ZeroGradSetToNone(Rule):
 
     # -- optimizer.zero_grad(...) / model.zero_grad(...) ---------------------------------------
     def _check_zero_grad(self, node: cst.Call) -> None:
-        if self._implements_zero_grad() or self._in_graph_capture() or in_test_code(self.ctx):
+        if self._implements_zero_grad() or self._in_graph_capture():
             return
         if self._accumulates_into_grads():
             return
@@ -107,7 +107,7 @@ class ZeroGradSetToNone(Rule):
             return
         variable = receiver.value.value
         loop = self._loop_binding(variable)
-        if loop is None or self._implements_zero_grad() or self._in_graph_capture() or in_test_code(self.ctx):
+        if loop is None or self._implements_zero_grad() or self._in_graph_capture():
             return
         if self._accumulates_into_grads():
             return
