@@ -54,7 +54,8 @@ def lint_project(project: Path, args: List[str], capsys, jobs: str = "1") -> Lis
         os.chdir(cwd)
     found = []
     for d in json.loads(out):
-        rel = os.path.relpath(d["filename"], project).replace(os.sep, "/")
+        # The report names files relative to the project (the cwd it ran in), or absolutely.
+        rel = os.path.relpath(os.path.join(project, d["filename"]), project).replace(os.sep, "/")
         loc, end = d["location"], d["end_location"]
         found.append(f"{rel}:{loc['row']}:{loc['column']}-{end['row']}:{end['column']} {d['code']}")
     return sorted(found)

@@ -2,6 +2,11 @@
 
 Every file gets the settings of the nearest ``pyproject.toml`` above it that has a
 ``[tool.torchlint]`` table (or ``--config``); ``--isolated`` ignores config files.
+
+Unless ``target-torch-version`` is given (config or ``--target-torch-version``), it is the
+lowest torch version the project declares in its dependency files (``dependencies.py``): those in
+the config's folder, or with no config, in the nearest folder above the file that holds one (or a
+``.git``). ``--isolated`` ignores dependency files too: they are configuration as well.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,6 +40,8 @@ LIST_KEYS = (
 )
 KNOWN_KEYS = frozenset(LIST_KEYS) | {
     "per-file-ignores", "target-torch-version", "rules", "respect-gitignore", "cache-dir", "preview",
+    "include-notebooks",
+    "max-file-size",
 }
 CODE_LIST_KEYS = frozenset({
     "select", "ignore", "extend-select", "fixable", "unfixable",
@@ -140,7 +147,11 @@ class Settings:
     extend_safe_fixes: Tuple[str, ...] = ()
     extend_unsafe_fixes: Tuple[str, ...] = ()
     respect_gitignore: bool = True
+    #: Folders' ``*.ipynb`` files are linted too (docs/notebooks.md).
+    include_notebooks: bool = True
     cache_dir: Optional[str] = None
+    #: Larger files are not read (TL002); 0 means no limit. See source.read_bytes.
+    max_file_size: int = 10 * 1024 * 1024
     #: Preview rules run only when this is on (``--preview`` / ``preview = true``), as in ruff.
     preview: bool = False
     #: Folder globs are relative to (the config file's folder, else the working directory).
@@ -209,6 +220,7 @@ class Settings:
             "torch": list(self.target_torch_version),
             "options": {k: dict(v) for k, v in sorted(self.rule_options.items())},
             "root": os.path.abspath(self.root),
+            "max_file_size": self.max_file_size,
         }
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -223,51 +235,6 @@ def load_toml(path: Path) -> Dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-
-
-_REQ = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)", re.IGNORECASE)
-
-
-def _lower_bound(spec: str) -> Optional[Tuple[int, int]]:
-    bound = None
-    for part in spec.strip().strip("()").split(","):
-        m = re.match(r"\s*(>=|==|~=|===|>|\^|~)?\s*v?(\d+)(?:\.(\d+))?", part)
-        if not m or m.group(1) in (None,) and not spec.strip()[0:1].isdigit():
-            continue
-        op = m.group(1) or "=="
-        if op in (">=", "==", "~=", "===", ">", "^", "~"):
-            version = (int(m.group(2)), int(m.group(3) or 0))
-            bound = version if bound is None else max(bound, version)
-    return bound
-
-
-def infer_torch_version(data: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
-    """Lowest torch version declared in [project] dependencies / optional groups (or Poetry)."""
-    found: List[Tuple[int, int]] = []
-    project = data.get("project") or {}
-    reqs = list(project.get("dependencies") or [])
-    for group in (project.get("optional-dependencies") or {}).values():
-        reqs.extend(group or [])
-    for req in reqs:
-        if not isinstance(req, str):
-            continue
-        m = _REQ.match(req)
-        if m and not re.match(r"[\w.-]", req.strip()[5:6] or " "):
-            bound = _lower_bound(m.group("spec"))
-            if bound:
-                found.append(bound)
-    poetry = ((data.get("tool") or {}).get("poetry") or {})
-    for table in [poetry.get("dependencies") or {}] + [
-        (g or {}).get("dependencies") or {} for g in (poetry.get("group") or {}).values()
-    ]:
-        spec = table.get("torch")
-        if isinstance(spec, dict):
-            spec = spec.get("version")
-        if isinstance(spec, str):
-            bound = _lower_bound(spec)
-            if bound:
-                found.append(bound)
-    return min(found) if found else None
 
 
 def _str_list(value: Any, where: str) -> Tuple[str, ...]:
@@ -301,9 +268,13 @@ def settings_from_table(table: Mapping[str, Any], where: str, base: Settings) ->
             changes[attr] = tuple(pairs)
         elif key == "target-torch-version":
             changes[attr] = parse_version(value, f"{where}: tool.torchlint.target-torch-version")
-        elif key in ("respect-gitignore", "preview"):
+        elif key in ("respect-gitignore", "preview", "include-notebooks"):
             if not isinstance(value, bool):
                 raise ConfigError(f"{where}: tool.torchlint.{key}: expected true or false")
+            changes[attr] = value
+        elif key == "max-file-size":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{where}: tool.torchlint.max-file-size: expected a number of bytes (0: no limit)")
             changes[attr] = value
         elif key == "cache-dir":
             if not isinstance(value, str):
@@ -387,16 +358,27 @@ class CliOverrides:
         return replace(settings, **changes) if changes else settings
 
 
-def settings_from_pyproject(path: Path, overrides: Optional[CliOverrides] = None) -> Settings:
+def settings_from_pyproject(
+    path: Path,
+    overrides: Optional[CliOverrides] = None,
+    declared_version: Optional[Callable[[Path, Optional[Mapping[str, Any]]], Optional[Tuple[int, int]]]] = None,
+) -> Settings:
+    """Settings of one config file. The torch version its folder's dependency files declare
+    (``declared_version(folder, parsed pyproject)``, by default ``dependencies``) applies unless
+    ``target-torch-version`` is given; other tables never stop a run, only ``[tool.torchlint]``."""
     data = load_toml(path)
-    tool = (data.get("tool") or {})
-    table = tool.get("torchlint")
+    tool = data.get("tool")
+    table = tool.get("torchlint") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{path}: tool.torchlint must be a table")
     base = Settings(root=str(path.parent), config_path=str(path))
-    declared = infer_torch_version(data)
-    if declared:
-        base = replace(base, target_torch_version=declared)
+    explicit = "target-torch-version" in (table or {}) or (overrides is not None and overrides.target_torch_version is not None)
+    if not explicit:
+        if declared_version is None:
+            from torchlint.dependencies import declared_torch_version as declared_version
+        declared = declared_version(path.parent, data if path.name == "pyproject.toml" else None)
+        if declared:
+            base = replace(base, target_torch_version=declared)
     settings = settings_from_table(table or {}, str(path), base)
     return overrides.apply(settings) if overrides else settings
 
@@ -424,12 +406,16 @@ class SettingsResolver:
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self._by_dir: Dict[Path, Settings] = {}
         self._by_file: Dict[Path, Settings] = {}
+        self._declared: Dict[Path, Optional[Tuple[int, int]]] = {}  # project root -> version
+        self._no_config_by_root: Dict[Optional[Path], Settings] = {}
+        #: Every dependency file read (absolute paths): a language server reloads when one changes.
+        self.dependency_files: Set[str] = set()
         self.fixed: Optional[Settings] = None
         if config_file is not None:
             path = Path(config_file)
             if not path.is_file():
                 raise ConfigError(f"--config: no such file: {config_file}")
-            self.fixed = settings_from_pyproject(path.resolve(), self.overrides)
+            self.fixed = settings_from_pyproject(path.resolve(), self.overrides, self._declared_version)
         elif isolated:
             self.fixed = self.overrides.apply(Settings(root=str(self.cwd)))
         self.default = self.fixed or self._for_dir(self.cwd)
@@ -437,7 +423,7 @@ class SettingsResolver:
     def _settings_for_file(self, path: Path) -> Settings:
         settings = self._by_file.get(path)
         if settings is None:
-            settings = settings_from_pyproject(path, self.overrides)
+            settings = settings_from_pyproject(path, self.overrides, self._declared_version)
             self._by_file[path] = settings
         return settings
 
@@ -466,20 +452,32 @@ class SettingsResolver:
             self._by_dir[d] = settings
         return settings
 
+    def _declared_version(self, root: Path, pyproject: Optional[Mapping[str, Any]] = None) -> Optional[Tuple[int, int]]:
+        """The torch version declared in ``root``'s dependency files, scanned once per root."""
+        if root not in self._declared:
+            from torchlint.dependencies import scan_project
+
+            project = scan_project(root, pyproject)
+            self.dependency_files.update(str(f) for f in project.files)
+            self._declared[root] = project.torch_version
+        return self._declared[root]
+
     def _no_config(self, directory: Path) -> Settings:
-        """No [tool.torchlint] anywhere: defaults, but still infer the torch version declared."""
-        for d in [directory, *directory.parents]:
-            candidate = d / "pyproject.toml"
-            if candidate.is_file():
-                try:
-                    declared = infer_torch_version(load_toml(candidate))
-                except ConfigError:
-                    declared = None
-                base = Settings(root=str(self.cwd))
-                if declared:
-                    base = replace(base, target_torch_version=declared)
-                return self.overrides.apply(base)
-        return self.overrides.apply(Settings(root=str(self.cwd)))
+        """No [tool.torchlint] anywhere: defaults, but still the torch version the project
+        declares (its root: the nearest folder with a dependency file or a ``.git``)."""
+        root: Optional[Path] = None
+        if self.overrides.target_torch_version is None:
+            from torchlint.dependencies import find_project_root
+
+            root = find_project_root(directory)
+        settings = self._no_config_by_root.get(root)
+        if settings is None:
+            base = Settings(root=str(self.cwd))
+            declared = self._declared_version(root) if root is not None else None
+            if declared:
+                base = replace(base, target_torch_version=declared)
+            settings = self._no_config_by_root[root] = self.overrides.apply(base)
+        return settings
 
     def for_path(self, path: str) -> Settings:
         if self.fixed is not None:

@@ -1,0 +1,591 @@
+"""The torch version a project declares: the lowest lower bound of ``torch`` (or ``pytorch``)
+in any of its dependency files.
+
+A project's dependency files sit in one folder, its *root* (the folder of the config that
+applies, else the nearest folder at or above the linted file that holds one of these files or a
+``.git``):
+
+- ``pyproject.toml``: ``[project]`` dependencies and optional-dependencies, ``[dependency-groups]``,
+  Poetry (``[tool.poetry.dependencies]``, ``dev-dependencies``, groups), PDM
+  (``[tool.pdm.dev-dependencies]``), Hatch (``[tool.hatch.envs.*]`` (extra-)dependencies);
+- ``requirements*.txt`` and ``requirements/*.txt``, following ``-r``/``-c`` includes relative to
+  the including file;
+- ``setup.cfg``: ``[options] install_requires`` and ``[options.extras_require]``;
+- ``setup.py``: the literals passed to ``setup(install_requires=..., extras_require=...)``, read
+  with ``ast`` (never executed);
+- ``environment.yml`` / ``environment.yaml`` (conda, with its ``pip:`` sub-list).
+
+The lowest lower bound wins: ``torch>=1.13`` in one file and ``torch>=2.1`` in another mean
+the code must run on 1.13. Specifiers without a lower bound (``torch``, ``torch<2``, a URL)
+declare nothing; environment markers are ignored (every platform's requirement counts).
+
+A malformed file or table never stops a run: it only gives up inference from that table, with
+a one-line warning on stderr (once per process). Reads are bounded (regular files, 1 MB each,
+64 files per project) and nothing here imports more than the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+Version = Tuple[int, int]
+
+#: Files whose presence makes a folder a project root (``requirements*.txt`` counts as well).
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
+#: Names a language server watches (globs relative to any folder).
+WATCHED_GLOBS = (
+    "**/pyproject.toml", "**/setup.cfg", "**/setup.py", "**/environment.yml", "**/environment.yaml",
+    "**/requirements*.txt", "**/requirements/*.txt",
+)
+TORCH_NAMES = frozenset({"torch", "pytorch"})
+MAX_FILE_BYTES = 1 << 20
+MAX_FILES = 64
+MAX_INCLUDE_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One requirement on torch with a lower bound, and where it was written."""
+
+    version: Version
+    path: str
+    where: str  # "line 3", "[project.optional-dependencies] gpu", "setup(install_requires=...)"
+    text: str
+
+
+@dataclass
+class ProjectDependencies:
+    root: Path
+    files: List[Path] = field(default_factory=list)  # every dependency file read
+    declarations: List[Declaration] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def torch_version(self) -> Optional[Version]:
+        return min((d.version for d in self.declarations), default=None)
+
+
+# -- warnings --------------------------------------------------------------------------------
+
+_WARNED: Set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """One line on stderr, the first time this message comes up in the process."""
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
+    try:
+        print(f"torchlint: warning: {message}", file=sys.stderr)
+    except (OSError, ValueError):  # a closed stderr must not stop a run either
+        pass
+
+
+# -- version specifiers ------------------------------------------------------------------------
+
+# One clause: an optional operator and a version (PEP 440, Poetry's ^ and ~, conda's `=`).
+_CLAUSE = re.compile(r"(===|==|~=|!=|<=|>=|<|>|=|\^|~)?\s*(v?\d+(?:\.(?:\d+|\*))*[\w.+!*-]*|\*)")
+_LOWER_OPS = frozenset({None, "===", "==", "~=", ">=", ">", "=", "^", "~"})
+
+
+def _version_of(text: str) -> Optional[Version]:
+    m = re.match(r"v?(\d+)(?:\.(\d+))?", text)
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2) or 0)
+
+
+def lower_bound(spec: str) -> Optional[Version]:
+    """The lowest (major, minor) a specifier admits, or None if it has no lower bound.
+
+    Clauses joined by ``,`` or spaces must all hold (the largest lower bound counts);
+    alternatives joined by ``|``/``||`` (conda, Poetry) each need one (the smallest counts).
+    """
+    bounds = []
+    for alternative in re.split(r"\|\|?", spec):
+        best: Optional[Version] = None
+        for m in _CLAUSE.finditer(alternative):
+            op, text = m.group(1), m.group(2)
+            if op not in _LOWER_OPS or text == "*":
+                continue
+            version = _version_of(text)
+            if version is not None and (best is None or version > best):
+                best = version
+        if best is None:
+            return None
+        bounds.append(best)
+    return min(bounds) if bounds else None
+
+
+_PEP508 = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)", re.DOTALL)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_bound(requirement: str) -> Optional[Version]:
+    """``torch>=1.13,<3; python_version<'3.12'`` -> (1, 13); None for other packages, URLs
+    (``torch @ https://...``) and specifiers without a lower bound. Markers are ignored."""
+    m = _PEP508.match(requirement)
+    if not m or _canonical(m.group(1)) not in TORCH_NAMES:
+        return None
+    spec = m.group(2).split(";", 1)[0].strip()
+    if not spec or spec.startswith("@") or "://" in spec:
+        return None
+    if spec.startswith("(") and spec.endswith(")"):
+        spec = spec[1:-1]
+    if not re.match(r"[<>=!~^\d]", spec):
+        return None  # `torchvision`-like names were refused above; this is not a specifier
+    return lower_bound(spec)
+
+
+def conda_bound(spec: str) -> Optional[Version]:
+    """A conda match spec: ``pytorch=1.13``, ``pytorch==1.13.1``, ``pytorch>=1.12,<2``,
+    ``pytorch::pytorch=1.13.1=py3.9_cuda11.7_0``, ``pytorch 1.13.*``."""
+    spec = spec.split("::", 1)[-1].strip()
+    m = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)(.*)", spec, re.DOTALL)
+    if not m or _canonical(m.group(1)) not in TORCH_NAMES:
+        return None
+    rest = m.group(2).strip()
+    if rest.startswith("["):  # pytorch[version='>=1.12']
+        inner = re.search(r"version\s*=\s*['\"]?([^'\"\],]+(?:,[^'\"\]]+)*)", rest)
+        rest = inner.group(1) if inner else ""
+    elif rest.startswith("=") and not rest.startswith("=="):
+        rest = rest[1:].split("=", 1)[0]  # fuzzy `=1.13` (1.13.*), then an optional `=build`
+    else:
+        rest = rest.split()[0] if rest.split() else ""  # `pytorch 1.13.* build`
+    if not rest or not re.match(r"[<>=!~\d]", rest):
+        return None
+    return lower_bound(rest)
+
+
+# -- reading files ---------------------------------------------------------------------------
+
+def _read_text(path: Path, project: ProjectDependencies) -> Optional[str]:
+    """A regular file's text, at most MAX_FILE_BYTES; None (with a warning) if it cannot be."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_size > MAX_FILE_BYTES:
+            _warn(project, f"{path}: larger than {MAX_FILE_BYTES // 1024} KB; torch version not inferred from it")
+            return None
+        if len(project.files) >= MAX_FILES:
+            _warn(project, f"{project.root}: more than {MAX_FILES} dependency files; the rest are not read")
+            return None
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    project.files.append(path)
+    return data.decode("utf-8", errors="replace")
+
+
+def _warn(project: ProjectDependencies, message: str) -> None:
+    project.warnings.append(message)
+    warn_once(message)
+
+
+def _malformed(project: ProjectDependencies, path: Path, table: str, expected: str) -> None:
+    _warn(project, f"{path}: {table} is not {expected}; torch version not inferred from it")
+
+
+def _add(project: ProjectDependencies, version: Optional[Version], path: Path, where: str, text: str) -> None:
+    if version is not None:
+        project.declarations.append(Declaration(version, str(path), where, text.strip()))
+
+
+def _requirement_list(project: ProjectDependencies, value: Any, path: Path, table: str) -> None:
+    """A TOML list of PEP 508 strings (PEP 735 ``{include-group = ...}`` entries are skipped)."""
+    if not isinstance(value, list):
+        _malformed(project, path, table, "a list of requirements")
+        return
+    for item in value:
+        if isinstance(item, str):
+            _add(project, requirement_bound(item), path, table, item)
+        elif not isinstance(item, dict):
+            _malformed(project, path, table, "a list of requirement strings")
+            return
+
+
+def _table(project: ProjectDependencies, data: Mapping[str, Any], key: str, path: Path, name: str) -> Optional[Mapping[str, Any]]:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        _malformed(project, path, f"[{name}]", "a table")
+        return None
+    return value
+
+
+def _poetry_table(project: ProjectDependencies, deps: Any, path: Path, table: str) -> None:
+    if not isinstance(deps, dict):
+        _malformed(project, path, f"[{table}]", "a table")
+        return
+    for name, spec in deps.items():
+        if _canonical(str(name)) not in TORCH_NAMES:
+            continue
+        for entry in spec if isinstance(spec, list) else [spec]:  # multiple-constraint lists
+            if isinstance(entry, dict):
+                entry = entry.get("version")
+            if isinstance(entry, str):
+                _add(project, lower_bound(entry), path, f"[{table}] {name}", f"{name} = {entry!r}")
+            elif entry is not None:
+                _malformed(project, path, f"[{table}] {name}", "a version string or table")
+
+
+def pyproject_declarations(project: ProjectDependencies, data: Mapping[str, Any], path: Path) -> None:
+    """Every torch requirement in a parsed ``pyproject.toml``; malformed tables are skipped."""
+    proj = _table(project, data, "project", path, "project")
+    if proj is not None:
+        if "dependencies" in proj:
+            _requirement_list(project, proj["dependencies"], path, "[project] dependencies")
+        optional = _table(project, proj, "optional-dependencies", path, "project.optional-dependencies")
+        for group, reqs in (optional or {}).items():
+            _requirement_list(project, reqs, path, f"[project.optional-dependencies] {group}")
+    groups = _table(project, data, "dependency-groups", path, "dependency-groups")
+    for group, reqs in (groups or {}).items():
+        _requirement_list(project, reqs, path, f"[dependency-groups] {group}")
+    tool = _table(project, data, "tool", path, "tool")
+    if tool is None:
+        return
+    poetry = _table(project, tool, "poetry", path, "tool.poetry")
+    if poetry is not None:
+        for key in ("dependencies", "dev-dependencies"):
+            if key in poetry:
+                _poetry_table(project, poetry[key], path, f"tool.poetry.{key}")
+        poetry_groups = _table(project, poetry, "group", path, "tool.poetry.group")
+        for name, group in (poetry_groups or {}).items():
+            if not isinstance(group, dict):
+                _malformed(project, path, f"[tool.poetry.group.{name}]", "a table")
+            elif "dependencies" in group:
+                _poetry_table(project, group["dependencies"], path, f"tool.poetry.group.{name}.dependencies")
+    pdm = _table(project, tool, "pdm", path, "tool.pdm")
+    if pdm is not None:
+        dev = _table(project, pdm, "dev-dependencies", path, "tool.pdm.dev-dependencies")
+        for group, reqs in (dev or {}).items():
+            _requirement_list(project, reqs, path, f"[tool.pdm.dev-dependencies] {group}")
+    hatch = _table(project, tool, "hatch", path, "tool.hatch")
+    envs = _table(project, hatch, "envs", path, "tool.hatch.envs") if hatch is not None else None
+    for env, table in (envs or {}).items():
+        if not isinstance(table, dict):
+            _malformed(project, path, f"[tool.hatch.envs.{env}]", "a table")
+            continue
+        for key in ("dependencies", "extra-dependencies"):
+            if key in table:
+                _requirement_list(project, table[key], path, f"[tool.hatch.envs.{env}] {key}")
+
+
+def _pyproject(project: ProjectDependencies, path: Path) -> None:
+    text = _read_text(path, project)
+    if text is None or "torch" not in text.lower():
+        return
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        _warn(project, f"{path}: invalid TOML ({exc}); torch version not inferred from it")
+        return
+    pyproject_declarations(project, data, path)
+
+
+# requirements files ---------------------------------------------------------------------------
+
+_INCLUDE = re.compile(r"(--requirement|--constraint|-r|-c)\s*=?\s*(\S.*)")
+
+
+def _logical_lines(text: str) -> Iterable[Tuple[int, str]]:
+    """Lines with backslash continuations joined and comments removed, as pip reads them."""
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        line = re.sub(r"(^|\s)#.*", "", pending + line).strip()
+        pending = ""
+        if line:
+            yield start, line
+    if pending.strip():
+        yield start, re.sub(r"(^|\s)#.*", "", pending).strip()
+
+
+def requirements_file(project: ProjectDependencies, path: Path, seen: Set[Path], depth: int = 0) -> None:
+    """One requirements file and, depth-first, the files it includes with -r/-c."""
+    try:
+        key = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return
+    if key in seen:
+        return  # read already, or an include cycle
+    seen.add(key)
+    text = _read_text(path, project)
+    if text is None:
+        return
+    for number, line in _logical_lines(text):
+        if line.startswith("-"):
+            m = _INCLUDE.match(line)
+            if m:
+                target = m.group(2).strip().strip("'\"")
+                if "://" in target or "$" in target:
+                    continue  # remote or templated includes are not followed
+                if depth + 1 > MAX_INCLUDE_DEPTH:
+                    _warn(project, f"{path}:{number}: includes nested deeper than {MAX_INCLUDE_DEPTH}; not followed")
+                    continue
+                requirements_file(project, path.parent / target, seen, depth + 1)
+            continue  # -e, --index-url, -f and other options
+        if "://" in line and "@" not in line.split("://", 1)[0]:
+            continue  # a bare URL or path to an archive
+        requirement = re.split(r"\s--?[A-Za-z]", line, maxsplit=1)[0]  # per-requirement options: --hash=...
+        _add(project, requirement_bound(requirement), path, f"line {number}", requirement)
+
+
+# setup.cfg ------------------------------------------------------------------------------------
+
+def _setup_cfg(project: ProjectDependencies, path: Path, seen: Set[Path]) -> None:
+    text = _read_text(path, project)
+    if text is None or "torch" not in text.lower():
+        return
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text, str(path))
+    except configparser.Error as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _warn(project, f"{path}: cannot parse ({first}); torch version not inferred from it")
+        return
+    values: List[Tuple[str, str]] = []
+    if parser.has_option("options", "install_requires"):
+        values.append(("[options] install_requires", parser.get("options", "install_requires")))
+    if parser.has_section("options.extras_require"):
+        for extra, value in parser.items("options.extras_require"):
+            values.append((f"[options.extras_require] {extra}", value))
+    for where, value in values:
+        value = value.strip()
+        if value.startswith("file:"):  # install_requires = file: requirements.txt, more.txt
+            for name in value[5:].split(","):
+                if name.strip():
+                    requirements_file(project, path.parent / name.strip(), seen, 1)
+            continue
+        for line in value.splitlines():
+            line = re.sub(r"(^|\s)#.*", "", line).strip()
+            if line:
+                _add(project, requirement_bound(line), path, where, line)
+
+
+# setup.py -------------------------------------------------------------------------------------
+
+def _setup_py(project: ProjectDependencies, path: Path) -> None:
+    """Literals passed to ``setup(...)``, read with ``ast``. The file is never executed."""
+    text = _read_text(path, project)
+    if text is None or "torch" not in text.lower():
+        return
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings of someone else's code
+            tree = ast.parse(text, str(path))
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        _warn(project, f"{path}: cannot parse ({type(exc).__name__}); torch version not inferred from it")
+        return
+
+    constants: Dict[str, Any] = {}
+    for stmt in tree.body:  # module-level NAME = [...] / (...) / {...} / "..."
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            constants[stmt.targets[0].id] = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            constants[stmt.target.id] = stmt.value
+
+    def resolve(node: Any, depth: int = 0) -> Any:
+        if depth < 8 and isinstance(node, ast.Name) and node.id in constants:
+            return resolve(constants[node.id], depth + 1)
+        return node
+
+    def strings(node: Any, depth: int = 0) -> List[str]:
+        node = resolve(node)
+        if depth > 8:
+            return []
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return [s for elt in node.elts for s in strings(elt, depth + 1)]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # BASE + EXTRA
+            return strings(node.left, depth + 1) + strings(node.right, depth + 1)
+        return []
+
+    def mapping_values(node: Any) -> List[Tuple[str, Any]]:
+        node = resolve(node)
+        if isinstance(node, ast.Dict):
+            return [
+                (k.value if isinstance(k, ast.Constant) else "?", v)
+                for k, v in zip(node.keys, node.values) if k is not None
+            ]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            return [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        return []
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name != "setup":
+            continue
+        for kw in node.keywords:
+            if kw.arg == "install_requires":
+                for req in strings(kw.value):
+                    _add(project, requirement_bound(req), path, "setup(install_requires=...)", req)
+            elif kw.arg == "extras_require":
+                for extra, value in mapping_values(kw.value):
+                    for req in strings(value):
+                        _add(project, requirement_bound(req), path, f"setup(extras_require={{{extra!r}: ...}})", req)
+
+
+# environment.yml ------------------------------------------------------------------------------
+
+def _yaml_scalar(text: str) -> str:
+    text = re.sub(r"(^|\s)#.*", "", text).strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return text.strip()
+
+
+def _environment_yml(project: ProjectDependencies, path: Path, seen: Set[Path]) -> None:
+    """A conda environment file, read line by line (block or flow lists; no PyYAML)."""
+    text = _read_text(path, project)
+    if text is None or "torch" not in text.lower():
+        return
+    in_deps = False
+    pip_indent: Optional[int] = None  # indentation of the `- pip:` item while inside its list
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        line = raw.strip()
+        if indent == 0 and not line.startswith("-"):
+            key, _, value = line.partition(":")
+            in_deps = key.strip().strip("'\"") == "dependencies"
+            pip_indent = None
+            value = _yaml_scalar(value)
+            if in_deps and value.startswith("[") and value.endswith("]"):  # flow style
+                for item in value[1:-1].split(","):
+                    _add(project, conda_bound(_yaml_scalar(item)), path, f"line {number}", item)
+            continue
+        if not in_deps or not line.startswith("-"):
+            continue
+        item = _yaml_scalar(line[1:])
+        if pip_indent is not None and indent <= pip_indent:
+            pip_indent = None
+        if pip_indent is not None:
+            m = _INCLUDE.match(item)
+            if m:
+                requirements_file(project, path.parent / m.group(2).strip().strip("'\""), seen, 1)
+            else:
+                _add(project, requirement_bound(item), path, f"line {number} (pip)", item)
+        elif re.fullmatch(r"pip\s*:", item):
+            pip_indent = indent
+        elif item.startswith("pip:"):  # - pip: [torch>=1.13]
+            for req in _yaml_scalar(item[4:]).strip("[]").split(","):
+                _add(project, requirement_bound(_yaml_scalar(req)), path, f"line {number} (pip)", req)
+        else:
+            _add(project, conda_bound(item), path, f"line {number}", item)
+
+
+# -- the project -----------------------------------------------------------------------------
+
+def _requirement_files(root: Path) -> List[Path]:
+    found: List[Path] = []
+    try:
+        with os.scandir(root) as entries:
+            found += sorted(Path(e.path) for e in entries if e.name.startswith("requirements") and e.name.endswith(".txt"))
+    except OSError:
+        return found
+    sub = root / "requirements"
+    if sub.is_dir():
+        try:
+            with os.scandir(sub) as entries:
+                found += sorted(Path(e.path) for e in entries if e.name.endswith(".txt"))
+        except OSError:
+            pass
+    return found
+
+
+def is_project_root(directory: Path) -> bool:
+    """Does this folder hold a dependency file or a ``.git``?"""
+    if any((directory / name).is_file() for name in ROOT_MARKERS) or (directory / ".git").exists():
+        return True
+    if (directory / "requirements").is_dir():
+        return True
+    try:
+        with os.scandir(directory) as entries:
+            return any(e.name.startswith("requirements") and e.name.endswith(".txt") for e in entries)
+    except OSError:
+        return False
+
+
+def find_project_root(directory: Path) -> Optional[Path]:
+    """The nearest folder at or above ``directory`` holding a dependency file or a ``.git``."""
+    for d in [directory, *directory.parents]:
+        if is_project_root(d):
+            return d
+    return None
+
+
+def scan_project(root: Path, pyproject: Optional[Mapping[str, Any]] = None) -> ProjectDependencies:
+    """Every torch declaration in the dependency files of ``root``. ``pyproject`` is the already
+    parsed ``root/pyproject.toml`` when the caller has it (the config loader does)."""
+    project = ProjectDependencies(root=root)
+    seen: Set[Path] = set()
+    if pyproject is not None:
+        project.files.append(root / "pyproject.toml")
+        pyproject_declarations(project, pyproject, root / "pyproject.toml")
+    elif (root / "pyproject.toml").is_file():
+        _pyproject(project, root / "pyproject.toml")
+    for path in _requirement_files(root):
+        requirements_file(project, path, seen)
+    if (root / "setup.cfg").is_file():
+        _setup_cfg(project, root / "setup.cfg", seen)
+    if (root / "setup.py").is_file():
+        _setup_py(project, root / "setup.py")
+    for name in ("environment.yml", "environment.yaml"):
+        if (root / name).is_file():
+            _environment_yml(project, root / name, seen)
+    return project
+
+
+def declared_torch_version(root: Path, pyproject: Optional[Mapping[str, Any]] = None) -> Optional[Version]:
+    """The lowest lower bound of torch declared in the dependency files of ``root``."""
+    return scan_project(root, pyproject).torch_version
+
+
+def is_dependency_file(path: str) -> bool:
+    """Is this the name of a file whose change can change the declared torch version?"""
+    p = Path(path)
+    name = p.name
+    if name in ROOT_MARKERS:
+        return True
+    if name.endswith(".txt") and (name.startswith("requirements") or p.parent.name == "requirements"):
+        return True
+    return False
+
+
+def infer_torch_version(data: Mapping[str, Any], path: str = "pyproject.toml") -> Optional[Version]:
+    """The lowest torch version one parsed ``pyproject.toml`` declares (its tables only)."""
+    project = ProjectDependencies(root=Path(path).parent)
+    pyproject_declarations(project, data, Path(path))
+    return project.torch_version
