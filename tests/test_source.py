@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import builtins
 import codecs
+import os
 
 import pytest
 
@@ -32,20 +32,20 @@ def test_crlf_is_kept_verbatim():
 def test_permission_error_gives_reason(monkeypatch, tmp_path):
     path = tmp_path / "secret.py"
     path.write_text("x = 1\n")
-    real_open = builtins.open
+    real_open = os.open
 
     def fake_open(file, *args, **kwargs):
         if str(file) == str(path):
             raise PermissionError(13, "Permission denied")
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(os, "open", fake_open)  # as unprivileged: tests/test_hostile_io.py
     with pytest.raises(UnreadableFile, match="^Permission denied$"):
         read_source(str(path))
 
 
 def test_directory_is_unreadable(tmp_path):
-    with pytest.raises(UnreadableFile, match="Is a directory"):
+    with pytest.raises(UnreadableFile, match=r"not a regular file \(a folder\)"):
         read_source(str(tmp_path))
 
 

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Fix
 from torchlint.locator import Locator
 from torchlint.source import SourceFile, UnreadableFile, decode_source
+from torchlint.workers import reraise_interrupt
 
 #: Fix passes per file. Each pass applies every applicable fix that does not overlap one already
 #: chosen; a later pass picks up the rest and fixes that other fixes made possible. Real chains
@@ -314,17 +315,12 @@ class FileOutcome:
 def fix_file(path: str, settings, unsafe: bool, write: bool) -> FileOutcome:
     """Fix one file on disk (``write``) or only compute its diff (``write=False``)."""
     from torchlint.engine import unreadable
+    from torchlint.source import max_file_size, read_bytes
 
     outcome = FileOutcome(path)
     try:
-        before = os.stat(path)
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data, before = read_bytes(path, max_file_size(settings))
         source = decode_source(data, path)
-    except OSError as exc:
-        if "TL002" in settings.codes_for_path(path):
-            outcome.diagnostics.append(unreadable(path, exc.strerror or str(exc)))
-        return outcome
     except UnreadableFile as exc:
         if "TL002" in settings.codes_for_path(path):
             outcome.diagnostics.append(unreadable(path, str(exc)))
@@ -332,6 +328,7 @@ def fix_file(path: str, settings, unsafe: bool, write: bool) -> FileOutcome:
     try:
         result = fix_text(source.text, path, settings, unsafe=unsafe)
     except Exception as exc:  # a rule bug must not take the whole run down
+        reraise_interrupt(exc)
         outcome.errors.append(f"{path}: internal error: {exc.__class__.__name__}: {exc}")
         return outcome
     outcome.result = result
@@ -344,7 +341,7 @@ def fix_file(path: str, settings, unsafe: bool, write: bool) -> FileOutcome:
     if not write:
         outcome.diff = unified_diff(result.original, result.text, path)
         return outcome
-    error = write_if_unchanged(path, data, (before.st_size, before.st_mtime_ns), source.encode(result.text), before.st_mode)
+    error = write_if_unchanged(path, data, before, source.encode(result.text))
     if error:
         outcome.errors.append(error)
         # Nothing was written: report what is in the file, not what would have been.
@@ -356,22 +353,17 @@ def fix_file(path: str, settings, unsafe: bool, write: bool) -> FileOutcome:
     return outcome
 
 
-def write_if_unchanged(path: str, data: bytes, signature: Tuple[int, int], new: bytes, mode: int) -> Optional[str]:
-    """Atomically replace ``path`` with ``new`` unless it changed since ``data`` was read from
-    it (same size, mtime and bytes right before the rename). Returns a one-line error or None."""
-    from torchlint.atomic import atomic_write_bytes
+def write_if_unchanged(path: str, data: bytes, before: os.stat_result, new: bytes) -> Optional[str]:
+    """Atomically replace ``path`` (a symlink's target) with ``new`` unless it changed since
+    ``data`` was read from it (stat ``before``), keeping its owner and mode; read-only files are
+    refused. Returns a one-line error or None (see ``atomic.replace_if_unchanged``)."""
+    from torchlint.atomic import WriteRefused, replace_if_unchanged
+    from torchlint.workers import parent_alive
 
-    target = os.path.realpath(path)  # write through a symlink, never over it
     try:
-        st = os.stat(target)
-        with open(target, "rb") as fh:
-            current = fh.read()
-    except OSError as exc:
-        return f"{path}: cannot re-read before writing: {exc.strerror or exc}; file left unchanged"
-    if (st.st_size, st.st_mtime_ns) != signature or current != data:
-        return f"{path}: file changed on disk while it was being fixed; file left unchanged"
-    try:
-        atomic_write_bytes(target, new, mode & 0o7777)
+        replace_if_unchanged(path, new, data, before, still_allowed=parent_alive)
+    except WriteRefused as exc:
+        return f"{path}: {exc}; file left unchanged"
     except OSError as exc:
         return f"{path}: cannot write: {exc.strerror or exc}; file left unchanged"
     return None
@@ -381,14 +373,25 @@ def _fix_chunk(items):
     return [fix_file(path, settings, unsafe, write) for path, settings, unsafe, write in items]
 
 
+def _reap_temp_files(files: Sequence[str]) -> None:
+    """Remove temporary files that killed runs left next to the files about to be fixed."""
+    from torchlint.atomic import reap_stale
+
+    for directory in {os.path.dirname(os.path.realpath(path)) for path in files}:
+        reap_stale(directory)
+
+
 def fix_paths(files: Sequence[str], resolver, *, unsafe: bool, write: bool, jobs: Optional[int] = None) -> List[FileOutcome]:
     from torchlint.runner import default_jobs
 
+    if write:
+        _reap_temp_files(files)
     items = [(path, resolver.for_path(path), unsafe, write) for path in files]
     jobs = jobs or default_jobs()
     if jobs > 1 and len(items) >= MIN_FILES_FOR_POOL:
         from torchlint.engine import lint_source  # noqa: F401  (forked workers inherit it)
         from torchlint.rules import all_rules
+        from torchlint.workers import map_in_pool
 
         all_rules()
         # Largest files first, so that no huge file starts last while the other cores idle.
@@ -396,10 +399,7 @@ def fix_paths(files: Sequence[str], resolver, *, unsafe: bool, write: bool, jobs
         ordered = [items[i] for i in order]
         chunk = max(1, min(16, len(items) // (jobs * 8) or 1))
         chunks = [ordered[i:i + chunk] for i in range(0, len(ordered), chunk)]
-        from concurrent.futures import ProcessPoolExecutor  # only when fixing many files
-
-        with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
-            done = [o for rows in pool.map(_fix_chunk, chunks) for o in rows]
+        done = [o for rows in map_in_pool(_fix_chunk, chunks, jobs) for o in rows]
         outcomes: List[Optional[FileOutcome]] = [None] * len(items)
         for i, o in zip(order, done):
             outcomes[i] = o
@@ -525,6 +525,7 @@ def run_fix_stdin(source: SourceFile, settings, args) -> int:
     try:
         result = fix_text(source.text, source.path, settings, unsafe=args.unsafe_fixes)
     except Exception as exc:
+        reraise_interrupt(exc)
         outcome.errors.append(f"{source.path}: internal error: {exc.__class__.__name__}: {exc}")
         result = FixResult(source.path, source.text, source.text)
     outcome.result = result

@@ -2,6 +2,10 @@
 
 Honours a UTF-8 BOM and PEP 263 coding declarations, and remembers both so that a fix can write
 the file back byte-for-byte the same apart from the edits.
+
+Only regular files are read (a FIFO named ``x.py`` would block forever, a symlink to ``/dev/zero``
+would never end), and never more than ``max-file-size`` bytes: anything else is an
+``UnreadableFile`` whose message says why, reported as TL002.
 """
 
 from __future__ import annotations
@@ -10,11 +14,16 @@ import codecs
 import io
 import os
 import re
+import stat
 import tokenize
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
 
-_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+", re.MULTILINE)
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
+
+#: Files larger than this are not read (``max-file-size``); generated data, not code to lint.
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 
 
 class UnreadableFile(Exception):
@@ -35,9 +44,17 @@ class SourceFile:
 
 
 def decode_source(data: bytes, path: str = "<stdin>") -> SourceFile:
-    if b"\0" in data[:8192]:
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # also UTF-32 LE's BOM
+        raise UnreadableFile("UTF-16/UTF-32 encoded file (byte order mark); save it as UTF-8")
+    if b"\0" in data:  # anywhere: CPython rejects the whole file, wherever the NUL is
         raise UnreadableFile("binary file (contains NUL bytes)")
     bom = data.startswith(codecs.BOM_UTF8)
+    if bom:
+        cookie = _COOKIE.search(b"\n".join(data[3:].splitlines()[:2]))
+        if cookie and _codec_name(cookie.group(1)) not in ("utf-8", None):
+            raise UnreadableFile(  # CPython: "encoding problem: ... with BOM"
+                f"UTF-8 byte order mark contradicts its coding declaration ({cookie.group(1).decode('ascii', 'replace')})"
+            )
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
@@ -60,16 +77,80 @@ def decode_source(data: bytes, path: str = "<stdin>") -> SourceFile:
     return SourceFile(path=path, text=text, encoding=encoding, bom=bom)
 
 
-def read_source(path: str) -> SourceFile:
+def _codec_name(name: bytes) -> Optional[str]:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        return codecs.lookup(name.decode("ascii")).name
+    except (LookupError, UnicodeDecodeError):
+        return None
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"),
+)
+
+
+def _not_regular(path: str, mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        try:  # discovery names a folder it could not list: say why
+            with os.scandir(path):
+                pass
+        except OSError as exc:
+            return f"cannot list folder: {exc.strerror or exc}"
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return f"not a regular file ({kind}); skipped"
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"file too large ({size:,} bytes; max-file-size is {limit:,}); skipped"
+
+
+def read_bytes(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> Tuple[bytes, os.stat_result]:
+    """The bytes of the regular file at ``path`` (symlinks followed) and its ``fstat``.
+
+    Raises ``UnreadableFile`` for anything that is not a regular file (checked before opening,
+    so that opening a device has no side effect, and again on the open descriptor, in case the
+    path was swapped in between), and for files over ``max_size`` bytes (``None``: no limit),
+    including files that grow past it while being read."""
+    try:
+        st = os.stat(path)
     except OSError as exc:
         raise UnreadableFile(exc.strerror or str(exc)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableFile(_not_regular(path, st.st_mode))
+    if max_size is not None and st.st_size > max_size:
+        raise UnreadableFile(_too_large(st.st_size, max_size))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO swapped in after the stat does not block
+    except OSError as exc:
+        raise UnreadableFile(exc.strerror or str(exc)) from None
+    with open(fd, "rb", closefd=True) as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(_not_regular(path, st.st_mode))
+        try:
+            data = fh.read() if max_size is None else fh.read(max_size + 1)
+        except OSError as exc:
+            raise UnreadableFile(exc.strerror or str(exc)) from None
+    if max_size is not None and len(data) > max_size:
+        raise UnreadableFile(_too_large(len(data), max_size))
+    return data, st
+
+
+def read_source(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> SourceFile:
+    data, _ = read_bytes(path, max_size)
     return decode_source(data, path)
 
 
-def file_signature(path: str):
-    """(size, mtime_ns) of a file, used to notice that it changed since it was read."""
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns
+def max_file_size(settings) -> Optional[int]:
+    """The configured ``max-file-size`` of ``settings`` (0 or None: no limit)."""
+    return getattr(settings, "max_file_size", DEFAULT_MAX_FILE_SIZE) or None
+
+
+NOTEBOOK_SUFFIX = ".ipynb"
+
+
+def is_notebook_path(path: str) -> bool:
+    """A Jupyter notebook: read as JSON and linted as its code cells (see notebook.py)."""
+    return str(path).lower().endswith(NOTEBOOK_SUFFIX)
