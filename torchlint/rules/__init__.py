@@ -18,6 +18,7 @@ RULE_MODULES = (
     "torchlint.rules.device",
     "torchlint.rules.batchnorm",
     "torchlint.rules.zero_grad",
+    "torchlint.rules.compat",
 )
 
 # Codes the engine itself reports; they are not rules (no visitor) but can be selected/ignored.
