@@ -27,13 +27,18 @@ class Edit:
     location: Location
     end_location: Location
     content: str
+    #: In a notebook, the 1-based cell the edit's rows and columns are in (None in a file).
+    cell: Optional[int] = None
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "content": self.content,
             "location": self.location.to_json(),
             "end_location": self.end_location.to_json(),
         }
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,9 @@ class Diagnostic:
     noqa_row: Optional[int] = None
     # Lines on which a ``# noqa`` comment also suppresses this finding (start and statement end).
     noqa_rows: Tuple[int, ...] = field(default=(), compare=False, repr=False)
+    #: In a notebook, the 1-based cell (counting every cell) that rows and columns are in, as
+    #: in ruff's JSON; None in a Python file.
+    cell: Optional[int] = None
 
     @property
     def url(self) -> str:
@@ -70,7 +78,7 @@ class Diagnostic:
         return DOCS_URL.format(code=self.code)
 
     def sort_key(self):
-        return (self.path, self.location.row, self.location.column, self.code, self.message)
+        return (self.path, self.cell or 0, self.location.row, self.location.column, self.code, self.message)
 
     def to_json(self) -> dict:
         return {
@@ -82,6 +90,7 @@ class Diagnostic:
             "end_location": self.end_location.to_json(),
             "fix": self.fix.to_json() if self.fix else None,
             "noqa_row": self.noqa_row,
+            "cell": self.cell,
             "url": self.url,
         }
 
@@ -99,11 +108,12 @@ class Diagnostic:
                 applicability=fix["applicability"],
                 message=fix["message"],
                 edits=tuple(
-                    Edit(Location(**e["location"]), Location(**e["end_location"]), e["content"])
+                    Edit(Location(**e["location"]), Location(**e["end_location"]), e["content"], e.get("cell"))
                     for e in fix["edits"]
                 ),
             )
             if fix
             else None,
             noqa_row=data.get("noqa_row"),
+            cell=data.get("cell"),
         )

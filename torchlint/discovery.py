@@ -20,6 +20,8 @@ DEFAULT_EXCLUDES = frozenset({
     "site-packages", "_build", "buck-out", ".ipynb_checkpoints", ".direnv", "__pypackages__",
 })
 PY_SUFFIXES = (".py", ".pyi")
+#: Also linted, unless ``include-notebooks = false`` (docs/notebooks.md).
+NOTEBOOK_SUFFIXES = (".ipynb",)
 
 
 @dataclass(frozen=True)
@@ -148,8 +150,9 @@ def discover(
                     continue
                 kept.append(d)
             dirs[:] = kept
+            suffixes = PY_SUFFIXES + NOTEBOOK_SUFFIXES if settings.include_notebooks else PY_SUFFIXES
             for f in sorted(files):
-                if not f.endswith(PY_SUFFIXES):
+                if not f.endswith(suffixes):
                     continue
                 full = os.path.join(root, f)
                 if settings.is_excluded(full):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.source import SourceFile, UnreadableFile, decode_source, read_source
+from torchlint.source import SourceFile, UnreadableFile, decode_source, is_notebook_path, read_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.cache import Cache
@@ -71,7 +71,16 @@ def lint_text(source: SourceFile, settings: "Settings"):
     from torchlint.engine import lint_source
 
     try:
-        diagnostics = lint_source(source.text, source.path, settings)
+        if is_notebook_path(source.path):  # JSON: its code cells are the program
+            from torchlint.notebook import lint_notebook
+
+            diagnostics = lint_notebook(source.text, source.path, settings)
+        else:
+            diagnostics = lint_source(source.text, source.path, settings)
+    except UnreadableFile as exc:  # not a notebook: TL002 with the reason, never read as Python
+        from torchlint.engine import unreadable
+
+        return ([unreadable(source.path, str(exc))] if "TL002" in settings.codes_for_path(source.path) else []), None, None
     except Exception as exc:  # a rule bug must not take the whole run down
         return [], None, f"{source.path}: internal error: {exc.__class__.__name__}: {exc}"
     return diagnostics, (source.text if diagnostics else None), None

@@ -44,6 +44,12 @@ class ReportContext:
     checked_paths: Sequence[str] = ()
 
 
+def position(d: Diagnostic) -> str:
+    """``row:col``, or ``cell N:row:col`` for a finding in a notebook (ruff's layout)."""
+    where = f"{d.location.row}:{d.location.column}"
+    return where if d.cell is None else f"cell {d.cell}:{where}"
+
+
 def get_renderer(fmt: str) -> Callable[[Sequence[Diagnostic], ReportContext], str]:
     return importlib.import_module(FORMATS[fmt]).render
 

@@ -1,14 +1,15 @@
-"""``path:line:col: CODE message``, one line per finding."""
+"""``path:line:col: CODE message``, one line per finding (``path:cell N:line:col`` in a notebook)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
+from torchlint.reporters import position
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
     lines = [
-        f"{d.path}:{d.location.row}:{d.location.column}: {d.code} {d.message}" for d in diagnostics
+        f"{d.path}:{position(d)}: {d.code} {d.message}" for d in diagnostics
     ]
     return "\n".join(lines) + ("\n" if lines else "")

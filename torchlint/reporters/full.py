@@ -1,5 +1,6 @@
 """The default human format: each finding with a code frame of the offending lines, the span
-underlined, the rule name and the fix hint. Colour only on a terminal (NO_COLOR/FORCE_COLOR)."""
+underlined, the rule name and the fix hint. Colour only on a terminal (NO_COLOR/FORCE_COLOR).
+In a notebook the frame shows the cell's own lines, numbered as in the cell."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.locator import Locator
+from torchlint.reporters import position
 
 CONTEXT_LINES = 1
 MAX_FRAME_LINES = 8
@@ -36,6 +38,22 @@ def _frame(d: Diagnostic, locator: Locator, text_cls):
     return out
 
 
+def _locator(d: Diagnostic, sources, locators):
+    """The locator of the text the finding's rows count in: the file, or the notebook's cell."""
+    key = (d.path, d.cell)
+    if key not in locators:
+        text = sources.get(d.path)
+        if text is not None and d.cell is not None:
+            from torchlint.notebook import cell_sources
+
+            cells = locators.get((d.path, "cells"))
+            if cells is None:
+                cells = locators[(d.path, "cells")] = cell_sources(text)
+            text = cells.get(d.cell)
+        locators[key] = Locator(text) if text is not None else None
+    return locators[key]
+
+
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
     from rich.console import Console
     from rich.text import Text
@@ -53,14 +71,13 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
     locators = {}
     for d in diagnostics:
         header = Text()
-        header.append(f"{d.path}:{d.location.row}:{d.location.column}: ", style="bold")
+        header.append(f"{d.path}:{position(d)}: ", style="bold")
         header.append(d.code, style="bold red")
         header.append(f" [{d.name}] ", style="cyan")
         header.append(d.message)
         console.print(header)
-        text = context.sources.get(d.path)
-        if text is not None:
-            locator = locators.get(d.path) or locators.setdefault(d.path, Locator(text))
+        locator = _locator(d, context.sources, locators)
+        if locator is not None:
             console.print(_frame(d, locator, Text), end="")
         if d.fix is not None:
             hint = Text()

@@ -6,6 +6,7 @@ from itertools import groupby
 from typing import List, Sequence
 
 from torchlint.diagnostics import Diagnostic
+from torchlint.reporters import position as where
 
 BOLD, RED, RESET = "\x1b[1m", "\x1b[31m", "\x1b[0m"
 
@@ -16,7 +17,7 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
     ordered = sorted(diagnostics, key=Diagnostic.sort_key)
     for path, group in groupby(ordered, key=lambda d: d.path):
         items = list(group)
-        positions = [f"{d.location.row}:{d.location.column}" for d in items]
+        positions = [where(d) for d in items]
         width = max(len(p) for p in positions)
         lines = [f"{BOLD}{path}{RESET}:" if color else f"{path}:"]
         for position, d in zip(positions, items):

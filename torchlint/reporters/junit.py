@@ -8,6 +8,7 @@ from typing import Dict, List, Sequence
 from xml.etree import ElementTree as ET
 
 from torchlint.diagnostics import Diagnostic
+from torchlint.reporters import position
 
 SUITES_NAME = "torchlint"
 
@@ -35,7 +36,7 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
     for path, items in by_path.items():
         suite = _suite(root, path, len(items), len(items))
         for d in items:
-            where = f"{d.location.row}:{d.location.column}"
+            where = position(d)
             case = ET.SubElement(suite, "testcase", {
                 "name": _clean(f"{d.code} {d.name} at {where}"),
                 "classname": _clean(path),

@@ -1,0 +1,855 @@
+"""Jupyter notebooks (``.ipynb``) as one Python program. See docs/notebooks.md.
+
+A notebook is JSON; its code cells, joined in order, are the program the rules see, so an import
+in cell 1 and a training loop in cell 7 are analysed together. IPython syntax (line magics,
+``!shell``, ``x = !ls``, ``obj?``, cell magics) is masked *in place*: each such line keeps its
+length and line count, so every offset of the masked program is the same offset of the joined
+cell text, and findings map back to (cell, row, column) with no source map.
+
+Fixes are applied per cell and written back by replacing only the edited cells' ``source``
+values in the JSON text: every other byte (outputs, execution counts, metadata, key order,
+indentation, the trailing newline) stays as it was. nbformat is not needed at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field, replace
+from json.decoder import scanstring
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+from torchlint.locator import Locator
+from torchlint.source import NOTEBOOK_SUFFIX, UnreadableFile, is_notebook_path  # noqa: F401
+
+#: Cell magics whose body is Python run in this kernel (or a Python subprocess): linted.
+#: Every other cell magic (%%bash, %%html, %%writefile, %%sql, unknown ones) is skipped.
+PYTHON_CELL_MAGICS = frozenset({
+    "time", "timeit", "capture", "prun", "debug", "memit", "python", "python3", "pypy",
+})
+
+_CELL_MAGIC = re.compile(r"[ \t]*%%([\w.-]*)")
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+# A superset of the lines IPython rewrites; cells without a match skip the line scanner.
+_MAYBE_IPYTHON = re.compile(r"^[ \t]*[%!?]|\?[ \t]*(?:#.*)?$|=[ \t]*[!%]", re.MULTILINE)
+# ``x = !ls``, ``a, b = %sx ls`` (IPython's SystemAssign / MagicAssign)
+_ASSIGN_ESCAPE = re.compile(r"[ \t]*[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*([!%])")
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+# -- JSON with the positions of each cell's source --------------------------------------------
+
+@dataclass
+class RawCell:
+    """One cell as stored: its index, type, source text and where that source sits in the JSON."""
+
+    number: int  # 1-based position among all cells, as editors count them
+    cell_type: str
+    source: str
+    #: [start, end) of the ``source`` value in the JSON text
+    span: Tuple[int, int] = (0, 0)
+    #: the value is a list of strings (nbformat's way) rather than one string
+    list_form: bool = True
+    #: offsets of each list item's opening quote (list form only)
+    item_starts: Tuple[int, ...] = ()
+    #: whitespace after ``[``, after each ``,`` and before ``]`` in the list (None: empty list)
+    layout: Optional[Tuple[str, str, str]] = None
+
+
+class _Syntax(ValueError):
+    def __init__(self, message: str, pos: int) -> None:
+        super().__init__(message)
+        self.pos = pos
+
+
+def _skip(s: str, i: int) -> int:
+    return _WS.match(s, i).end()
+
+
+def _expect(s: str, i: int, char: str) -> int:
+    if not s.startswith(char, i):
+        raise _Syntax(f"expected {char!r}", i)
+    return i + 1
+
+
+def _string(s: str, i: int) -> Tuple[str, int]:
+    if not s.startswith('"', i):
+        raise _Syntax("expected a string", i)
+    return scanstring(s, i + 1, True)
+
+
+def _value(s: str, i: int):
+    try:
+        return _DECODER.raw_decode(s, i)
+    except json.JSONDecodeError as exc:
+        raise _Syntax(exc.msg, exc.pos) from None
+
+
+def _members(s: str, i: int):
+    """Yield (key, value start) for each member of the object at ``i``; the caller consumes the
+    value and sends back its end offset."""
+    i = _expect(s, _skip(s, i), "{")
+    i = _skip(s, i)
+    if s.startswith("}", i):
+        return i + 1
+    while True:
+        key, i = _string(s, i)
+        i = _expect(s, _skip(s, i), ":")
+        i = _skip(s, i)
+        i = yield key, i
+        i = _skip(s, i)
+        if s.startswith(",", i):
+            i = _skip(s, i + 1)
+            continue
+        return _expect(s, i, "}")
+
+
+def _walk_object(s: str, i: int, handle) -> Tuple[dict, int]:
+    """Parse the object at ``i``; ``handle(key, start)`` returns (value, end) for a key it wants
+    to parse itself, or None to let the C decoder do it."""
+    out: dict = {}
+    gen = _members(s, i)
+    try:
+        key, start = next(gen)
+        while True:
+            parsed = handle(key, start)
+            value, end = parsed if parsed is not None else _value(s, start)
+            out[key] = value
+            key, start = gen.send(end)
+    except StopIteration as stop:
+        return out, stop.value
+
+
+def _source_value(s: str, i: int, cell: RawCell) -> Tuple[object, int]:
+    start = i
+    if s.startswith('"', i):
+        text, end = _string(s, i)
+        cell.span, cell.list_form, cell.source = (start, end), False, text
+        return text, end
+    i = _expect(s, i, "[")
+    j = _skip(s, i)
+    items: List[str] = []
+    starts: List[int] = []
+    opening = s[i:j]
+    between = closing = ""
+    if s.startswith("]", j):
+        end = j + 1
+        layout = None
+    else:
+        while True:
+            starts.append(j)
+            text, j = _string(s, j)
+            items.append(text)
+            k = _skip(s, j)
+            if s.startswith(",", k):
+                j = _skip(s, k + 1)
+                if len(starts) == 1:
+                    between = s[k + 1:j]
+                continue
+            closing = s[j:k]
+            end = _expect(s, k, "]")
+            break
+        layout = (opening, between if len(starts) > 1 else opening, closing)
+    cell.span, cell.list_form, cell.source = (start, end), True, "".join(items)
+    cell.item_starts, cell.layout = tuple(starts), layout
+    return items, end
+
+
+def _parse_json(raw: str) -> Tuple[dict, List[RawCell]]:
+    cells: List[RawCell] = []
+
+    def cell_member(cell: RawCell):
+        def handle(key: str, start: int):
+            if key == "source":
+                return _source_value(raw, start, cell)
+            return None
+        return handle
+
+    def top_member(key: str, start: int):
+        if key != "cells" or not raw.startswith("[", start):
+            return None
+        i = _expect(raw, start, "[")
+        i = _skip(raw, i)
+        values = []
+        if raw.startswith("]", i):
+            return values, i + 1
+        while True:
+            if not raw.startswith("{", i):
+                value, i = _value(raw, i)  # not an object: reported below
+                values.append(value)
+            else:
+                cell = RawCell(len(cells) + 1, "", "")
+                value, i = _walk_object(raw, i, cell_member(cell))
+                cell.cell_type = value.get("cell_type") if isinstance(value.get("cell_type"), str) else ""
+                if "source" not in value:
+                    cell.span = (-1, -1)
+                cells.append(cell)
+                values.append(value)
+            i = _skip(raw, i)
+            if raw.startswith(",", i):
+                i = _skip(raw, i + 1)
+                continue
+            return values, _expect(raw, i, "]")
+
+    i = _skip(raw, 0)
+    if not raw.startswith("{", i):
+        value, _ = _value(raw, i)  # raises on text that is not JSON at all
+        raise _Syntax(f"expected a JSON object, found {type(value).__name__}", i)
+    data, end = _walk_object(raw, i, top_member)
+    if _skip(raw, end) != len(raw):
+        raise _Syntax("extra data after the notebook", _skip(raw, end))
+    return data, cells
+
+
+def _where(raw: str, pos: int) -> str:
+    loc = Locator(raw).location(max(0, min(pos, len(raw))))
+    return f"line {loc.row} column {loc.column}"
+
+
+# -- the notebook -----------------------------------------------------------------------------
+
+@dataclass
+class Notebook:
+    path: str
+    raw: str
+    cells: List[RawCell]  # every cell, in order
+    #: the kernel's language is Python (or not stated)
+    is_python: bool = True
+    ensure_ascii: bool = False
+    indent_unit: str = " "
+    newline_in_json: bool = True
+
+    @property
+    def code_cells(self) -> List[RawCell]:
+        return [c for c in self.cells if c.cell_type == "code"]
+
+
+def parse_notebook(raw: str, path: str = "<notebook>") -> Notebook:
+    """The notebook in ``raw`` (JSON text); ``UnreadableFile`` with a one-line reason otherwise."""
+    try:
+        data, cells = _parse_json(raw)
+    except _Syntax as exc:
+        raise UnreadableFile(f"not a valid notebook: invalid JSON ({exc} at {_where(raw, exc.pos)})") from None
+    except (ValueError, RecursionError) as exc:  # scanstring's errors carry their position in text
+        raise UnreadableFile(f"not a valid notebook: invalid JSON ({str(exc).splitlines()[0]})") from None
+    if "cells" not in data:
+        if "worksheets" in data:
+            raise UnreadableFile(
+                "nbformat 3 notebooks are not supported; convert it with "
+                "`jupyter nbconvert --to notebook --nbformat 4`"
+            )
+        raise UnreadableFile("not a valid notebook: no \"cells\" list")
+    if not isinstance(data["cells"], list):
+        raise UnreadableFile("not a valid notebook: \"cells\" is not a list")
+    if len(cells) != len(data["cells"]):
+        raise UnreadableFile("not a valid notebook: a cell is not a JSON object")
+    for cell, value in zip(cells, data["cells"]):
+        if cell.cell_type == "code":
+            source = value.get("source")
+            ok = isinstance(source, str) or (isinstance(source, list) and all(isinstance(x, str) for x in source))
+            if not ok:
+                raise UnreadableFile(f"not a valid notebook: cell {cell.number} has no source text")
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    nb = Notebook(path=path, raw=raw, cells=cells, is_python=_is_python(metadata))
+    nb.ensure_ascii = raw.isascii() and bool(re.search(r"\\u(?:00[89a-fA-F]|0[1-9a-fA-F]|[1-9a-fA-F])", raw))
+    first = re.match(r"\{([ \t\r\n]*)", raw.lstrip("\ufeff"))
+    ws = first.group(1) if first else ""
+    nb.newline_in_json = "\n" in ws
+    nb.indent_unit = ws.rsplit("\n", 1)[-1] if "\n" in ws else ""
+    return nb
+
+
+def _is_python(metadata: dict) -> bool:
+    info = metadata.get("language_info")
+    if isinstance(info, dict) and isinstance(info.get("name"), str):
+        return info["name"].lower() in ("python", "python3", "ipython", "ipython3")
+    spec = metadata.get("kernelspec")
+    if isinstance(spec, dict) and isinstance(spec.get("language"), str):
+        return spec["language"].lower() in ("python", "python3", "ipython", "ipython3")
+    return True  # not stated: assume Python, as Jupyter does
+
+
+# -- IPython syntax ---------------------------------------------------------------------------
+
+def _scan_line(line: str, quote: Optional[str], depth: int) -> Tuple[Optional[str], int, bool, int]:
+    """Track strings and brackets across one line (without its newline). Returns the open
+    string's quote (or None), the bracket depth, whether a backslash continues the line, and
+    where a comment starts (``len(line)`` if none)."""
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if quote is not None:
+            if c == "\\":
+                i += 2
+            elif line.startswith(quote, i):
+                i += len(quote)
+                quote = None
+            else:
+                i += 1
+            continue
+        if c == "#":
+            return None, depth, False, i
+        if c == '"' or c == "'":
+            quote = c * 3 if line.startswith(c * 3, i) else c
+            i += len(quote)
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+        i += 1
+    ends_with_backslash = line.endswith("\\")
+    if quote is not None and len(quote) == 1 and not ends_with_backslash:
+        quote = None  # an unterminated one-line string: Python will say so
+    return quote, depth, ends_with_backslash and quote is None, n
+
+
+def _mask_line(line: str, start: int, as_comment: bool) -> str:
+    """``line`` with ``line[start:]`` replaced by text of the same length: a comment (a whole
+    top-level escape), or the expression ``0`` then a comment (an indented escape keeps its
+    block non-empty; ``x = !ls`` keeps binding ``x``)."""
+    n = len(line) - start
+    if n <= 0:
+        return line
+    if as_comment:
+        filler = "#" + " " * (n - 1)
+    else:
+        filler = "0" + ("#" + " " * (n - 2) if n > 1 else "")
+    return line[:start] + filler
+
+
+def mask_ipython(text: str) -> Tuple[str, List[Tuple[int, int]]]:
+    """``text`` (one cell) with IPython syntax replaced by Python of the same length, and the
+    (start, end) offsets of each masked line (end past its line ending)."""
+    lines = text.splitlines(keepends=True)
+    masked_ranges: List[Tuple[int, int]] = []
+    out: List[str] = []
+    offset = 0
+    if lines and _CELL_MAGIC.match(lines[0]) and lines[0].lstrip().startswith("%%"):
+        first = _content(lines[0])
+        out.append(_mask_line(first, 0, True) + lines[0][len(first):])
+        masked_ranges.append((0, len(lines[0])))
+        offset = len(lines[0])
+        lines = lines[1:]
+    if not _MAYBE_IPYTHON.search(text):
+        out.extend(lines)
+        return "".join(out), masked_ranges
+    quote: Optional[str] = None
+    depth = 0
+    continued = False  # the previous line ended with a backslash
+    escape_continues = False  # ... and it was part of an IPython escape
+    for raw in lines:
+        content = _content(raw)
+        ending = raw[len(content):]
+        masked = None
+        if escape_continues:
+            masked = " " * len(content)
+            escape_continues = content.endswith("\\")
+        elif quote is None and depth == 0 and not continued:
+            masked = _escape(content)
+            if masked is not None:
+                escape_continues = content.endswith("\\")
+        if masked is not None:
+            masked_ranges.append((offset, offset + len(raw)))
+            out.append(masked + ending)
+        else:
+            quote, depth, continued, _ = _scan_line(content, quote, depth)
+            out.append(raw)
+        offset += len(raw)
+    return "".join(out), masked_ranges
+
+
+def _content(line: str) -> str:
+    return line.rstrip("\r\n")
+
+
+def _escape(content: str) -> Optional[str]:
+    """The masked form of a line that starts a logical line, or None if it is plain Python."""
+    body = content.lstrip(" \t")
+    indent = len(content) - len(body)
+    if not body:
+        return None
+    if body[0] in "%!?":
+        return _mask_line(content, indent, indent == 0)
+    assign = _ASSIGN_ESCAPE.match(content)
+    if assign:
+        return _mask_line(content, assign.start(1), False)
+    if body.rstrip().endswith("?") or "#" in body:
+        _, _, _, comment = _scan_line(content, None, 0)
+        code = content[:comment].rstrip()
+        if code.endswith("?"):  # obj? / obj?? (help)
+            return _mask_line(content, indent, indent == 0)
+    return None
+
+
+def cell_magic(source: str) -> Optional[str]:
+    """The name of the cell magic on the cell's first line (``time`` for ``%%time``), or None."""
+    for line in source.splitlines():
+        if not line.strip():
+            continue
+        match = _CELL_MAGIC.match(line)
+        return match.group(1) if match and line.lstrip().startswith("%%") else None
+    return None
+
+
+# -- the program the rules see ----------------------------------------------------------------
+
+@dataclass
+class ProgramCell:
+    number: int
+    text: str  # the cell's source, ending with a newline (``added_newline`` if we added it)
+    masked: str  # ``text`` with IPython syntax masked; same length
+    masked_ranges: List[Tuple[int, int]]
+    added_newline: bool
+    offset: int = 0  # where ``text`` starts in the program
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.text)
+
+
+@dataclass
+class Program:
+    """The code cells that are linted, joined; each cell keeps its own (start) offset."""
+
+    cells: List[ProgramCell]
+    text: str  # masked, joined
+    #: cells whose code does not parse on its own: (cell number, SyntaxError, masked text);
+    #: they are not in ``text``
+    broken: List[Tuple[int, SyntaxError, str]] = field(default_factory=list)
+    #: cell numbers of code cells left out as not Python (%%bash, %%html, ...)
+    skipped: List[int] = field(default_factory=list)
+    _locator: Optional[Locator] = None
+    _cell_locators: Dict[int, Locator] = field(default_factory=dict)
+    _starts: Optional[List[int]] = None
+
+    @property
+    def locator(self) -> Locator:
+        if self._locator is None:
+            self._locator = Locator(self.text)
+        return self._locator
+
+    def cell_at(self, offset: int) -> Optional[ProgramCell]:
+        """The cell holding ``offset``; an offset on a boundary belongs to the later cell (the
+        program's end belongs to the last cell)."""
+        if not self.cells:
+            return None
+        if self._starts is None:
+            self._starts = [c.offset for c in self.cells]
+        return self.cells[max(0, bisect.bisect_right(self._starts, offset) - 1)]
+
+    def cell_location(self, cell: ProgramCell, offset: int) -> Location:
+        locator = self._cell_locators.get(cell.number)
+        if locator is None:
+            locator = self._cell_locators[cell.number] = Locator(cell.masked)
+        return locator.location(max(0, min(offset - cell.offset, len(cell.text))))
+
+
+def build_program(cells: Sequence[Tuple[int, str]]) -> Program:
+    """Join the code cells ``(number, source)``: skip non-Python cell magics, mask IPython
+    syntax, and leave out cells that do not parse on their own (reported as TL001)."""
+    parts: List[ProgramCell] = []
+    skipped: List[int] = []
+    for number, source in cells:
+        magic = cell_magic(source)
+        if magic is not None and magic not in PYTHON_CELL_MAGICS:
+            skipped.append(number)
+            continue
+        added = bool(source) and not source.endswith(("\n", "\r"))
+        text = source + "\n" if added else source
+        if not text:
+            continue  # an empty cell holds no code and no position
+        masked, ranges = mask_ipython(text)
+        parts.append(ProgramCell(number, text, masked, ranges, added))
+    program = _join(parts)
+    program.skipped = skipped
+    try:
+        ast.parse(program.text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        # Each cell runs on its own, so each must parse alone: find the ones that do not.
+        kept, broken = [], []
+        for cell in parts:
+            try:
+                ast.parse(cell.masked)
+            except SyntaxError as exc:
+                broken.append((cell.number, exc, cell.masked))
+                continue
+            except (ValueError, MemoryError, RecursionError) as exc:
+                broken.append((cell.number, SyntaxError(f"cannot parse: {exc}", ("", 1, 1, "")), cell.masked))
+                continue
+            kept.append(cell)
+        if broken:
+            program = _join(kept)
+            program.skipped, program.broken = skipped, broken
+    return program
+
+
+def _join(parts: List[ProgramCell]) -> Program:
+    offset = 0
+    for cell in parts:
+        cell.offset = offset
+        offset += len(cell.text)
+    return Program(parts, "".join(c.masked for c in parts))
+
+
+def program_of(nb: Notebook, sources: Optional[Dict[int, str]] = None) -> Program:
+    sources = sources or {}
+    return build_program([(c.number, sources.get(c.number, c.source)) for c in nb.code_cells])
+
+
+# -- lint ---------------------------------------------------------------------------------------
+
+def lint_notebook(raw: str, path: str, settings, *, incremental: bool = False, project=None) -> List[Diagnostic]:
+    """Findings for the notebook JSON ``raw``, positioned in cells (``Diagnostic.cell``).
+    Raises ``UnreadableFile`` for text that is not a notebook."""
+    nb = parse_notebook(raw, path)
+    if not nb.is_python:
+        return []
+    program = program_of(nb)
+    return to_cells(program, _lint_program(program, path, settings, incremental, project), path, settings)
+
+
+def _lint_program(program: Program, path: str, settings, incremental: bool = False, project=None) -> List[Diagnostic]:
+    from torchlint.engine import lint_source
+
+    if not program.text.strip():
+        return []
+    if project is not None:
+        return lint_source(program.text, path, settings, incremental=incremental, project=project)
+    return lint_source(program.text, path, settings, incremental=incremental)
+
+
+def to_cells(program: Program, diagnostics: Sequence[Diagnostic], path: str, settings) -> List[Diagnostic]:
+    """Program findings moved into their cells, plus TL001 for each cell that does not parse."""
+    out = [_diagnostic_to_cell(program, d) for d in diagnostics]
+    out.extend(_broken_cell_errors(program, path, settings))
+    out.sort(key=Diagnostic.sort_key)
+    return out
+
+
+def _diagnostic_to_cell(program: Program, d: Diagnostic) -> Diagnostic:
+    locator = program.locator
+    start = locator.offset(d.location)
+    cell = program.cell_at(start)
+    if cell is None:
+        return d
+    end = min(locator.offset(d.end_location), cell.end)
+    location = program.cell_location(cell, start)
+    end_location = program.cell_location(cell, max(start, end))
+    rows = tuple(sorted({
+        program.cell_location(cell, min(max(locator.offset(Location(r, 1)), cell.offset), cell.end)).row
+        for r in d.noqa_rows
+    }))
+    fix = None
+    if d.fix is not None:
+        fix = replace(d.fix, edits=tuple(_edit_to_cell(program, e) for e in d.fix.edits))
+    return replace(
+        d, location=location, end_location=end_location, fix=fix,
+        noqa_row=location.row if d.noqa_row is not None else None, noqa_rows=rows, cell=cell.number,
+    )
+
+
+def _edit_to_cell(program: Program, e: Edit) -> Edit:
+    start = program.locator.offset(e.location)
+    end = program.locator.offset(e.end_location)
+    cell = program.cell_at(start)
+    if cell is None:
+        return e
+    return Edit(program.cell_location(cell, start), program.cell_location(cell, end), e.content, cell=cell.number)
+
+
+def _broken_cell_errors(program: Program, path: str, settings) -> List[Diagnostic]:
+    if not program.broken or "TL001" not in settings.codes_for_path(path):
+        return []
+    from torchlint.engine import _engine_diagnostic
+    from torchlint.suppression import file_exemptions, filter_suppressed
+
+    exempt = file_exemptions(program.text)
+    out = []
+    for number, exc, cell_text in program.broken:
+        msg = exc.msg or "invalid syntax"
+        message = f"SyntaxError: {msg}" if not msg.startswith("cannot parse") else msg
+        d = _engine_diagnostic("TL001", message, path, exc.lineno or 1, max(exc.offset or 1, 1))
+        if exempt == "ALL" or (exempt and "TL001" in exempt):
+            continue
+        if not filter_suppressed(cell_text, [d]):
+            continue
+        out.append(replace(d, cell=number))
+    return out
+
+
+# -- fix ------------------------------------------------------------------------------------------
+
+def fix_notebook(raw: str, path: str, settings, *, unsafe: bool = False):
+    """``fixer.fix_text`` for a notebook: apply fixes cell by cell until none applies; the result's
+    ``text`` is the notebook JSON with only the edited cells' ``source`` replaced."""
+    from torchlint import fixer
+
+    nb = parse_notebook(raw, path)
+    result = fixer.FixResult(path=path, original=raw, text=raw)
+    if not nb.is_python:
+        return result
+    sources: Dict[int, str] = {c.number: c.source for c in nb.code_cells}
+    program = program_of(nb)
+    broken_before = {n for n, _, _ in program.broken}
+    strict: Optional[bool] = None
+    refused: set = set()
+
+    def lint(program: Program) -> List[Diagnostic]:
+        found = fixer.effective_fixes(_lint_program(program, path, settings), settings)
+        return [_fit_fix(program, d, refused) for d in found]
+
+    diagnostics = lint(program)
+    first = (program, diagnostics)
+    for _ in range(fixer.MAX_PASSES):
+        spans, fixed, broken = fixer.select_fixes(diagnostics, program.text, unsafe)
+        for code in broken:
+            result.warnings.append(f"{path}: {code} offered a fix with overlapping edits; fix skipped")
+        if not spans:
+            break
+        new_sources = dict(sources)
+        for cell, cell_spans in _spans_by_cell(program, spans).items():
+            newline = fixer.line_ending(cell.text)
+            text = fixer.splice(cell.text, [(s - cell.offset, e - cell.offset, c) for s, e, c in cell_spans], newline)
+            if cell.added_newline and text.endswith("\n"):
+                text = text[:-1]
+            new_sources[cell.number] = text
+        if new_sources == sources:
+            break
+        new_program = build_program([(c.number, new_sources[c.number]) for c in nb.code_cells])
+        if strict is None:
+            strict = fixer._compiles(program.text, path)
+        why = fixer.parse_error(new_program.text, path, strict) if new_program.text.strip() else None
+        newly_broken = sorted({n for n, _, _ in new_program.broken} - broken_before)
+        if why is None and newly_broken:
+            why = f"cell {newly_broken[0]} no longer parses"
+        if why is not None:
+            codes = ", ".join(sorted({d.code for d in fixed}))
+            result.error = f"{path}: fix for {codes} produced code that does not parse ({why}); file left unchanged"
+            result.remaining = to_cells(first[0], first[1], path, settings)
+            return result
+        sources, program = new_sources, new_program
+        result.passes += 1
+        result.applied.update(d.code for d in fixed)
+        diagnostics = lint(program)
+    else:
+        if fixer.select_fixes(diagnostics, program.text, unsafe)[0]:
+            result.warnings.append(
+                f"{path}: fixes did not converge after {fixer.MAX_PASSES} passes; "
+                "the notebook was fixed as far as it went (please report this rule bug)"
+            )
+    for code in sorted(refused):
+        result.warnings.append(f"{path}: a {code} fix would cross a cell boundary or an IPython line; not applied")
+    changed = {n: s for n, s in sources.items() if s != _original_source(nb, n)}
+    result.text = render(nb, changed)
+    result.remaining = to_cells(program, diagnostics, path, settings)
+    return result
+
+
+def _original_source(nb: Notebook, number: int) -> str:
+    return nb.cells[number - 1].source
+
+
+def _spans_by_cell(program: Program, spans) -> Dict[ProgramCell, list]:
+    out: Dict[int, Tuple[ProgramCell, list]] = {}
+    for start, end, content in spans:
+        cell = program.cell_at(start)
+        out.setdefault(cell.number, (cell, []))[1].append((start, end, content))
+    return {cell: items for cell, items in out.values()}
+
+
+def _fit_fix(program: Program, d: Diagnostic, refused: set) -> Diagnostic:
+    """``d`` with its fix made to fit the notebook: an added import moves to the first cell that
+    holds imports; a fix that would cross a cell boundary or touch a masked IPython line is
+    dropped (the finding stays)."""
+    if d.fix is None:
+        return d
+    edits = _relocate_imports(program, list(d.fix.edits))
+    locator = program.locator
+    for e in edits:
+        start, end = locator.offset(e.location), locator.offset(e.end_location)
+        cell = program.cell_at(start)
+        if cell is None or not (cell.offset <= start <= end <= cell.end) or _touches_masked(cell, start, end):
+            refused.add(d.code)
+            return replace(d, fix=None)
+    if edits != list(d.fix.edits):
+        return replace(d, fix=replace(d.fix, edits=tuple(edits)))
+    return d
+
+
+def _touches_masked(cell: ProgramCell, start: int, end: int) -> bool:
+    s, e = start - cell.offset, end - cell.offset
+    for ms, me in cell.masked_ranges:
+        if s == e:
+            if ms < s < me:
+                return True
+        elif s < me and ms < e:
+            return True
+    return False
+
+
+_ADDED_IMPORT = re.compile(r"\n?(import [\w.]+(?: as \w+)?)\n?")
+
+
+def _relocate_imports(program: Program, edits: List[Edit]) -> List[Edit]:
+    """An insertion that only adds ``import x`` goes after the import block of the first code
+    cell that holds imports, when that is still before the fix's other edits."""
+    locator = program.locator
+    adds = [e for e in edits if e.location == e.end_location and _ADDED_IMPORT.fullmatch(e.content)]
+    if not adds or len(adds) == len(edits):
+        return edits
+    target = _import_anchor(program)
+    if target is None:
+        return edits
+    others = min(locator.offset(e.location) for e in edits if e not in adds)
+    out = []
+    for e in edits:
+        if e in adds and locator.offset(target) <= others:
+            line = _ADDED_IMPORT.fullmatch(e.content).group(1)
+            out.append(Edit(target, target, "\n" + line))
+        else:
+            out.append(e)
+    return out
+
+
+def _import_anchor(program: Program) -> Optional[Location]:
+    """End of the last line of the first run of top-level imports in the first cell holding one."""
+    try:
+        module = ast.parse(program.text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    body = module.body
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            cell = program.cell_at(program.locator.offset(Location(stmt.lineno, 1)))
+            last = stmt
+            for nxt in body[i + 1:]:
+                if not isinstance(nxt, (ast.Import, ast.ImportFrom)):
+                    break
+                if program.cell_at(program.locator.offset(Location(nxt.lineno, 1))) is not cell:
+                    break
+                last = nxt
+            row = last.end_lineno or last.lineno
+            return Location(row, len(program.locator.line(row)) + 1)
+    return None
+
+
+# -- write back -------------------------------------------------------------------------------
+
+def render(nb: Notebook, sources: Dict[int, str]) -> str:
+    """``nb.raw`` with the ``source`` of each cell in ``sources`` replaced, every other byte kept."""
+    if not sources:
+        return nb.raw
+    out: List[str] = []
+    cursor = 0
+    for number in sorted(sources):
+        cell = nb.cells[number - 1]
+        start, end = cell.span
+        out.append(nb.raw[cursor:start])
+        out.append(_encode_source(nb, cell, sources[number]))
+        cursor = end
+    out.append(nb.raw[cursor:])
+    return "".join(out)
+
+
+def _encode_source(nb: Notebook, cell: RawCell, text: str) -> str:
+    dumps = lambda s: json.dumps(s, ensure_ascii=nb.ensure_ascii)  # noqa: E731
+    if not cell.list_form:
+        return dumps(text)
+    lines = text.splitlines(keepends=True)  # as nbformat splits
+    if not lines:
+        return "[]"
+    if cell.layout is not None:
+        opening, between, closing = cell.layout
+    elif nb.newline_in_json:
+        key_line = nb.raw.rfind("\n", 0, cell.span[0]) + 1
+        indent = nb.raw[key_line:cell.span[0]]
+        indent = indent[:len(indent) - len(indent.lstrip(" \t"))]
+        opening = between = "\n" + indent + nb.indent_unit
+        closing = "\n" + indent
+    else:
+        opening = closing = ""
+        between = " " if ", " in nb.raw[:200] else ""
+    return "[" + opening + ("," + between).join(dumps(line) for line in lines) + closing + "]"
+
+
+def cell_sources(raw: str) -> Dict[int, str]:
+    """cell number -> source of each code cell (for code frames); empty if ``raw`` is not a
+    notebook."""
+    try:
+        nb = parse_notebook(raw)
+    except UnreadableFile:
+        return {}
+    return {c.number: c.source for c in nb.code_cells}
+
+
+def diff(before: str, after: str, path: str) -> str:
+    """Per-cell unified diffs between two versions of a notebook's JSON (``--diff``)."""
+    from torchlint.fixer import unified_diff
+
+    old, new = cell_sources(before), cell_sources(after)
+    out = []
+    for number in sorted(set(old) | set(new)):
+        a, b = old.get(number, ""), new.get(number, "")
+        if a != b:
+            out.append(unified_diff(a, b, f"{path}:cell {number}"))
+    return "".join(out)
+
+
+def json_position(raw: str, cell: int, row: int, column: int) -> Optional[Location]:
+    """Where (``cell``, ``row``, ``column``) lies in the notebook's JSON text (1-based line and
+    column of the file), for formats that can only point into the file as stored (SARIF,
+    GitHub annotations, editors showing the JSON). None if it cannot be found."""
+    try:
+        nb = parse_notebook(raw)
+    except UnreadableFile:
+        return None
+    return _json_position(nb, Locator(raw), cell, row, column)
+
+
+def _json_position(nb: Notebook, raw_locator: Locator, cell_number: int, row: int, column: int) -> Optional[Location]:
+    if not 1 <= cell_number <= len(nb.cells):
+        return None
+    cell = nb.cells[cell_number - 1]
+    if cell.span[0] < 0:
+        return None
+    if cell.list_form and cell.item_starts:
+        items = _items(nb.raw, cell)
+        # find the item holding the row'th line of the source
+        starts_of_rows = Locator("".join(items)).line_starts
+        offset = starts_of_rows[min(row, len(starts_of_rows)) - 1] + column - 1
+        pos = 0
+        for start, item in zip(cell.item_starts, items):
+            if offset < pos + len(item) or start == cell.item_starts[-1]:
+                inner = offset - pos
+                return raw_locator.location(start + len(json.dumps(item[:inner], ensure_ascii=nb.ensure_ascii)) - 1)
+            pos += len(item)
+        return raw_locator.location(cell.span[0])
+    start = cell.span[0]
+    loc = Locator(cell.source)
+    offset = loc.offset(Location(row, column))
+    return raw_locator.location(start + len(json.dumps(cell.source[:offset], ensure_ascii=nb.ensure_ascii)) - 1)
+
+
+def _items(raw: str, cell: RawCell) -> List[str]:
+    items = []
+    for start in cell.item_starts:
+        text, _ = scanstring(raw, start + 1, True)
+        items.append(text)
+    return items
+
+
+def code_digest(raw: str) -> Optional[str]:
+    """A hash of what linting depends on (the language, each cell's type, code cells' source),
+    so that re-running a notebook (new outputs, execution counts) keeps its cache entry."""
+    try:
+        nb = parse_notebook(raw)
+    except UnreadableFile:
+        return None
+    parts = [nb.is_python, [(c.cell_type, c.source if c.cell_type == "code" else None) for c in nb.cells]]
+    return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
