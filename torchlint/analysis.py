@@ -530,13 +530,41 @@ _PER_STEP_NAMES = frozenset({"forward", "step", "train_batch", "train_on_batch"}
 
 
 def is_per_step_function(func: Optional[cst.CSTNode]) -> bool:
-    """Runs once per training step: ``forward``, ``step``, ``training_step``/``train_step``/any
-    ``*_step``, ``*_forward``. A function merely *containing* a training loop is not (its top
-    level runs once per call)."""
+    """The fallback where the project's call graph says nothing: a function *named* to run once
+    per training step: ``forward``, ``step``, ``training_step``/``train_step``/any ``*_step``,
+    ``*_forward``. A function merely *containing* a training loop is not (its top level runs
+    once per call)."""
     if not isinstance(func, cst.FunctionDef):
         return False
     name = func.name.value
     return name in _PER_STEP_NAMES or name.endswith("_step") or name.endswith("_forward")
+
+
+def qualified_name(ctx, upto: Optional[cst.CSTNode] = None) -> Optional[str]:
+    """``Class.method`` / ``outer.inner`` of the function being visited (or of ``upto``, one of
+    its ancestors), as the project summaries name it; None outside functions."""
+    names = []
+    last_function = None
+    for node in ctx.ancestors:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            names.append(node.name.value)
+            if isinstance(node, cst.FunctionDef):
+                last_function = len(names)
+        elif isinstance(node, cst.Lambda):
+            return None
+        if node is upto:
+            break
+    return ".".join(names[:last_function]) if last_function else None
+
+
+def runs_every_step(ctx, kinds=("train",)) -> Optional[str]:
+    """Why the function being visited runs once per step, from the project index (called from
+    a training loop in any file, a framework hook, a closure given to ``optimizer.step``), or
+    None."""
+    func = enclosing_function(ctx)
+    if func is None:
+        return None
+    return ctx.project.runs_every_step(qualified_name(ctx, func), kinds)
 
 
 _GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",

@@ -5,8 +5,10 @@ Layout (like ruff's ``.ruff_cache``)::
     .torchlint_cache/
         CACHEDIR.TAG  .gitignore
         v1/<key>.json      one index per (torchlint code, settings fingerprint)
+        v1/summaries/<key>.json   project summaries (phase 1) per torchlint code
 
-An index maps each file's absolute path to ``[size, mtime_ns, content hash, racy, findings]``.
+An index maps each file's absolute path to ``[size, mtime_ns, content hash, racy, findings,
+checksum]``; an entry whose checksum or shape is wrong is recomputed, never trusted.
 A run loads each index it needs once, ``stat``s every file, and re-reads and re-hashes a file
 only when its size or mtime changed (or when its mtime was too recent to trust, as git does for
 "racily clean" entries). Findings are stored after ``noqa`` and ``per-file-ignores`` filtering,
@@ -53,6 +55,20 @@ _CACHEDIR_TAG = (
 
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def file_digest(data: bytes, path: str) -> str:
+    """``content_hash`` of a file's bytes; for a notebook, of what linting reads (its language,
+    cell types, code cells' source), so re-running it (new outputs, counts) keeps its entry."""
+    from torchlint.source import is_notebook_path
+
+    if is_notebook_path(path):
+        from torchlint.notebook import code_digest
+
+        digest = code_digest(data.decode("utf-8-sig", "replace"))
+        if digest is not None:
+            return "nb-" + digest
+    return content_hash(data)
 
 
 def resolve_cache_dir(settings, flag: Optional[str] = None) -> str:
@@ -127,26 +143,47 @@ def registry_snapshot(modules, build) -> Dict[str, list]:
     return names
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
+def entry_checksum(key: str, size: int, mtime_ns: int, digest: str, racy: bool, findings: list) -> str:
+    """Integrity check over one entry and the path it belongs to: an entry damaged on disk,
+    edited by hand or moved to another file's key is recomputed, never trusted."""
+    text = f"{key}\0{size}:{mtime_ns}:{digest}:{racy:d}:{_ENCODE(findings) if findings else ''}"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
 class Entry:
-    """What the cache knows of one file; ``findings`` stays JSON until a hit needs it."""
+    """What the cache knows of one file; ``findings`` stays JSON until a hit needs it. Stored as
+    ``[size, mtime_ns, digest, racy, findings, checksum]``."""
 
     __slots__ = ("size", "mtime_ns", "digest", "racy", "findings")
 
     def __init__(self, size: int, mtime_ns: int, digest: str, racy: bool, findings: list) -> None:
         self.size, self.mtime_ns, self.digest, self.racy, self.findings = size, mtime_ns, digest, racy, findings
 
-    def to_json(self) -> list:
-        return [self.size, self.mtime_ns, self.digest, self.racy, self.findings]
+    def to_json(self, key: str) -> list:
+        checksum = entry_checksum(key, self.size, self.mtime_ns, self.digest, self.racy, self.findings)
+        return [self.size, self.mtime_ns, self.digest, self.racy, self.findings, checksum]
 
     @classmethod
-    def from_json(cls, row) -> Optional["Entry"]:
+    def from_json(cls, row, key: str) -> Optional["Entry"]:
+        """The entry stored under ``key``, or None if it is malformed or fails its checksum."""
         try:
-            size, mtime_ns, digest, racy, findings = row
-            if isinstance(size, int) and isinstance(mtime_ns, int) and isinstance(digest, str) and isinstance(findings, list):
-                return cls(size, mtime_ns, digest, bool(racy), findings)
+            size, mtime_ns, digest, racy, findings, checksum = row
         except (TypeError, ValueError):
-            pass
-        return None
+            return None
+        if not (
+            type(size) is int and type(mtime_ns) is int and isinstance(digest, str)
+            and type(racy) is bool and isinstance(findings, list) and isinstance(checksum, str)
+        ):
+            return None
+        try:
+            if checksum != entry_checksum(key, size, mtime_ns, digest, racy, findings):
+                return None
+        except (TypeError, ValueError, UnicodeError, RecursionError):
+            return None
+        return cls(size, mtime_ns, digest, racy, findings)
 
 
 def _finding_to_json(d: Diagnostic) -> dict:
@@ -155,12 +192,50 @@ def _finding_to_json(d: Diagnostic) -> dict:
     return data
 
 
+def _is_location(value) -> bool:
+    return (
+        isinstance(value, dict) and len(value) == 2
+        and type(value.get("row")) is int and type(value.get("column")) is int
+        and value["row"] >= 1 and value["column"] >= 1
+    )
+
+
+def _is_finding(row) -> bool:
+    """A stored finding has exactly the shape ``_finding_to_json`` writes (a mistyped one would
+    crash a reporter in every later run)."""
+    if not (
+        isinstance(row, dict) and isinstance(row.get("code"), str) and isinstance(row.get("name"), str)
+        and isinstance(row.get("message"), str) and _is_location(row.get("location"))
+        and _is_location(row.get("end_location"))
+        and (row.get("noqa_row") is None or type(row.get("noqa_row")) is int)
+    ):
+        return False
+    fix = row.get("fix")
+    if fix is None:
+        return True
+    return (
+        isinstance(fix, dict) and fix.get("applicability") in ("safe", "unsafe")
+        and isinstance(fix.get("message"), str) and isinstance(fix.get("edits"), list)
+        and all(
+            isinstance(e, dict) and isinstance(e.get("content"), str)
+            and _is_location(e.get("location")) and _is_location(e.get("end_location"))
+            for e in fix["edits"]
+        )
+    )
+
+
 def findings_from_json(rows: list, path: str) -> Optional[List[Diagnostic]]:
     """The stored findings of one file, re-attached to ``path``; None if the entry is corrupt."""
+    if not all(_is_finding(row) for row in rows):
+        return None
     try:
         return [Diagnostic.from_json(dict(row, filename=path)) for row in rows]
     except (TypeError, KeyError, ValueError, AttributeError):
         return None
+
+
+#: An index larger than this is not read (a symlink to a huge file, a damaged cache).
+MAX_INDEX_BYTES = 512 * 1024 * 1024
 
 
 class Index:
@@ -171,19 +246,21 @@ class Index:
         self.entries: Dict[str, Entry] = {}
         self.seen: set = set()
         self.dirty = False
+        from torchlint.source import UnreadableFile, read_bytes
+
         try:
-            with open(path, "rb") as fh:
-                data = json.loads(fh.read())
+            if not os.path.lexists(path):
+                return
+            raw, _ = read_bytes(path, MAX_INDEX_BYTES)  # a FIFO or device here is ignored, not read
+            data = json.loads(raw)
             rows = data["files"] if data.get("format") == FORMAT else {}
             for key, row in rows.items():
-                entry = Entry.from_json(row)
+                entry = Entry.from_json(row, key)
                 if entry is None:
-                    self.dirty = True
+                    self.dirty = True  # damaged or forged: recomputed, never trusted
                 else:
                     self.entries[key] = entry
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (UnreadableFile, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             self.entries, self.dirty = {}, True  # corrupt: start over, rewrite on save
 
     def prune(self) -> None:
@@ -197,7 +274,7 @@ class Index:
         from torchlint.atomic import atomic_write_bytes
 
         data = {"format": FORMAT, "version": __version__,
-                "files": {k: e.to_json() for k, e in sorted(self.entries.items())}}
+                "files": {k: e.to_json(k) for k, e in sorted(self.entries.items())}}
         atomic_write_bytes(self.path, json.dumps(data, separators=(",", ":")).encode("utf-8"))
         self.dirty = False
 
@@ -220,50 +297,78 @@ class Cache:
             self._indexes[key] = index
         return index
 
-    def lookup(self, path: str, settings) -> Tuple[Optional[List[Diagnostic]], Optional[os.stat_result]]:
+    def lookup(self, path: str, settings, facts: str = "") -> Tuple[Optional[List[Diagnostic]], Optional[os.stat_result]]:
         """(cached findings or None, the file's stat before any read). A stat of None means the
-        file cannot be cached (it cannot be stat'ed)."""
-        key = os.path.abspath(path)
-        try:
-            st = os.stat(key)
-        except OSError:
-            return None, None
-        index = self._index(settings)
-        index.seen.add(key)
-        entry = index.entries.get(key)
-        if entry is None:
-            self.misses += 1
-            return None, st
-        if entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns and not entry.racy:
-            found = findings_from_json(entry.findings, path)
-        elif entry.size != st.st_size:
-            found = None
-        else:  # same size, different or untrustworthy mtime: compare contents
-            try:
-                with open(key, "rb") as fh:
-                    digest = content_hash(fh.read())
-            except OSError:
-                digest = None
-            found = findings_from_json(entry.findings, path) if digest == entry.digest else None
-            if found is not None:
-                entry.mtime_ns, entry.racy = st.st_mtime_ns, _is_racy(st.st_mtime_ns)
-                index.dirty = True
+        file cannot be cached (it cannot be stat'ed). ``facts``: the digest of what the project
+        index says about the file (``FileFacts.digest``); findings stored under other facts are
+        stale (another file changed what this one's findings depend on)."""
+        entry, st = self._lookup_entry(self._index(settings), path, facts)
+        found = findings_from_json(entry.findings, path) if entry is not None else None
         if found is None:
             self.misses += 1
         else:
             self.hits += 1
         return found, st
 
-    def store(self, path: str, settings, st: os.stat_result, digest: str, diagnostics: List[Diagnostic]) -> None:
+    def _lookup_entry(self, index: "Index", path: str, facts: str) -> Tuple[Optional["Entry"], Optional[os.stat_result]]:
+        key = os.path.abspath(path)
+        try:
+            st = os.stat(key)
+        except OSError:
+            return None, None
+        index.seen.add(key)
+        entry = index.entries.get(key)
+        if entry is None or entry.digest.partition("+")[2] != facts:
+            return None, st
+        if entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns and not entry.racy:
+            return entry, st
+        notebook = entry.digest.startswith("nb-")  # keyed on its code cells: outputs may change
+        if entry.size != st.st_size and not notebook:
+            return None, st
+        # same size, different or untrustworthy mtime: compare contents
+        try:
+            with open(key, "rb") as fh:
+                digest = file_digest(fh.read(), key) if notebook else content_hash(fh.read())
+        except OSError:
+            return None, st
+        if f"{digest}+{facts}" != entry.digest:
+            return None, st
+        entry.size, entry.mtime_ns, entry.racy = st.st_size, st.st_mtime_ns, _is_racy(st.st_mtime_ns)
+        index.dirty = True
+        return entry, st
+
+    def store(self, path: str, settings, st: os.stat_result, digest: str, diagnostics: List[Diagnostic],
+              facts: str = "") -> None:
         """Remember the findings for ``path`` whose content hashed to ``digest`` and whose stat,
-        taken before it was read, was ``st``."""
-        index = self._index(settings)
+        taken before it was read, was ``st``, under the project ``facts`` they were found with."""
+        self._store_entry(self._index(settings), path, st, f"{digest}+{facts}",
+                          [_finding_to_json(d) for d in diagnostics])
+
+    def _store_entry(self, index: "Index", path: str, st: os.stat_result, digest: str, payload: list) -> None:
         key = os.path.abspath(path)
         index.seen.add(key)
-        index.entries[key] = Entry(
-            st.st_size, st.st_mtime_ns, digest, _is_racy(st.st_mtime_ns), [_finding_to_json(d) for d in diagnostics]
-        )
+        index.entries[key] = Entry(st.st_size, st.st_mtime_ns, digest, _is_racy(st.st_mtime_ns), payload)
         index.dirty = True
+
+    # -- project summaries (phase 1), independent of the settings -------------------------------
+    def _summaries(self) -> "Index":
+        key = hashlib.blake2b(code_signature().encode(), digest_size=12).hexdigest()
+        index = self._indexes.get("summaries/" + key)
+        if index is None:
+            index = Index(os.path.join(self.directory, FORMAT, "summaries", key + ".json"))
+            self._indexes["summaries/" + key] = index
+        return index
+
+    def lookup_summary(self, path: str) -> Tuple[Optional[dict], Optional[os.stat_result]]:
+        """(the file's cached project summary or None, its stat)."""
+        entry, st = self._lookup_entry(self._summaries(), path, "")
+        if entry is not None and len(entry.findings) == 1 and isinstance(entry.findings[0], dict):
+            return entry.findings[0], st
+        return None, st
+
+    def store_summary(self, path: str, st: os.stat_result, digest: str, summary: Optional[dict]) -> None:
+        if summary is not None:
+            self._store_entry(self._summaries(), path, st, f"{digest}+", [summary])
 
     def save(self) -> None:
         for index in self._indexes.values():
@@ -273,6 +378,9 @@ class Cache:
             try:
                 _prepare_dir(self.directory)
                 os.makedirs(os.path.dirname(index.path), exist_ok=True)
+                from torchlint.atomic import reap_stale
+
+                reap_stale(os.path.dirname(index.path))  # left by runs killed while saving
                 index.save()
             except OSError as exc:  # read-only tree, full disk: the run still succeeds
                 print(f"torchlint: warning: cannot write cache {index.path}: {exc}", file=sys.stderr)

@@ -11,6 +11,8 @@ import libcst as cst
 
 from torchlint.analysis import in_test_scope
 from torchlint.imports import ImportTable
+from torchlint.project import EMPTY_FACTS
+from torchlint.semantic import SemanticModel
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.config import Settings
@@ -79,7 +81,7 @@ def render_node(module: cst.Module, node: cst.CSTNode, indent: Sequence[str] = (
 
 
 class FileContext:
-    def __init__(self, path: str, text: str, module: cst.Module, settings: "Settings") -> None:
+    def __init__(self, path: str, text: str, module: cst.Module, settings: "Settings", project=None) -> None:
         self.path = path
         self.text = text
         self.module = module
@@ -90,14 +92,26 @@ class FileContext:
         self.pending: List[PendingDiagnostic] = []
         #: Answers of analysis helpers, memoized per file: (helper name, id(node)) -> answer.
         self.analysis_memo: Dict[Tuple[str, int], Any] = {}
+        self._semantic: Optional[SemanticModel] = None
+        #: Facts about this file that come from the rest of the project (see ``project.py``).
+        self.project = project if project is not None else EMPTY_FACTS
 
     # -- names ------------------------------------------------------------------------------
+    @property
+    def semantic(self) -> SemanticModel:
+        """Scopes, bindings and data flow of the file (built on the first question)."""
+        model = self._semantic
+        if model is None:
+            model = self._semantic = SemanticModel(self.module, self.imports)
+        return model
+
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:
-        """Canonical qualified name of a Name/Attribute, resolved through the file's imports."""
-        return self.imports.resolve(node)
+        """Canonical qualified name of a Name/Attribute, through the imports visible where it is
+        read (function-local imports, local definitions that shadow an import)."""
+        return self.semantic.resolve(node)
 
     def resolve_call(self, node: cst.CSTNode) -> Optional[str]:
-        return self.imports.resolve(node.func) if isinstance(node, cst.Call) else None
+        return self.semantic.resolve(node.func) if isinstance(node, cst.Call) else None
 
     @property
     def torch_version(self) -> Tuple[int, int]:

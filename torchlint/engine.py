@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -24,6 +25,7 @@ from torchlint.context import (
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.parsing import IncrementalParser
 from torchlint.positions import Positions
+from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
 from torchlint.rules import ENGINE_CODES, all_rules
 from torchlint.rules.base import Rule
 from torchlint.suppression import filter_suppressed
@@ -51,8 +53,6 @@ def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
             for fn in leave.get(kind, no_calls):
                 fn(node)
             continue
-        if kind == "Import" or kind == "ImportFrom":
-            ctx.imports.add(node)  # function-level imports count from where they appear
         for fn in visit.get(kind, no_calls):
             fn(node)
         children = _children(node)
@@ -71,16 +71,22 @@ _INCREMENTAL = IncrementalParser()
 
 def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:
     """TL001 for text Python cannot compile, or None. Uses CPython's parser: fast and precise."""
+    return _ast_parse(text, path)[1]
+
+
+def _ast_parse(text: str, path: str) -> Tuple[Optional[ast.Module], Optional[Diagnostic]]:
+    """(CPython's tree, None) or (None, the TL001 finding)."""
     try:
-        ast.parse(text, filename=path)
+        with warnings.catch_warnings():  # SyntaxWarnings of the linted code are not ours to print
+            warnings.simplefilter("ignore")
+            return ast.parse(text, filename=path), None
     except SyntaxError as exc:
         row = exc.lineno or 1
         col = exc.offset or 1
         msg = exc.msg or "invalid syntax"
-        return _engine_diagnostic("TL001", f"SyntaxError: {msg}", path, row, max(col, 1))
+        return None, _engine_diagnostic("TL001", f"SyntaxError: {msg}", path, row, max(col, 1))
     except (ValueError, MemoryError, RecursionError) as exc:  # e.g. source with NUL bytes
-        return _engine_diagnostic("TL001", f"cannot parse: {exc}", path, 1, 1)
-    return None
+        return None, _engine_diagnostic("TL001", f"cannot parse: {exc}", path, 1, 1)
 
 
 def _engine_diagnostic(code: str, message: str, path: str, row: int, col: int) -> Diagnostic:
@@ -100,18 +106,16 @@ def lint_source(
     rules: Optional[Sequence[Type[Rule]]] = None,
     prefilter: bool = True,
     incremental: bool = False,
+    project: Optional[FileFacts] = None,
 ) -> List[Diagnostic]:
     """All findings for one file's text, noqa and per-file-ignores applied, sorted.
 
     ``incremental=True`` (editors, the language server) reuses the parse trees of top-level
-    statements unchanged since an earlier call (see ``parsing.IncrementalParser``)."""
+    statements unchanged since an earlier call (see ``parsing.IncrementalParser``).
+    ``project``: what the project index says about this file's functions (``project.py``);
+    without it, the file is its own project (its own loops and factories still count)."""
     codes = settings.codes_for_path(path)
-    if rules is None:
-        rules = [r for r in all_rules() if r.code in codes]
-    version = settings.target_torch_version
-    test_module = is_test_module(path, text)
-    rules = [r for r in rules if r.applies_to(version) and not (test_module and r.skip_in_tests)]
-    candidates = [r for r in rules if r.may_fire(text)] if prefilter else list(rules)
+    candidates = candidate_rules(text, path, settings, codes, rules, prefilter, project)
     diagnostics: List[Diagnostic] = []
     if not candidates:
         error = syntax_error(text, path, settings) if "TL001" in codes else None
@@ -131,14 +135,60 @@ def lint_source(
             if "TL001" in codes:
                 diagnostics.append(error)
         else:
-            diagnostics.extend(check_module(module, text, path, settings, candidates))
+            if project is None and any(r.uses_project for r in candidates):
+                project = single_file_facts(text, path)
+            diagnostics.extend(check_module(module, text, path, settings, candidates, project))
     diagnostics = filter_suppressed(text, diagnostics)
     diagnostics.sort(key=Diagnostic.sort_key)
     return diagnostics
 
 
-def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]]) -> List[Diagnostic]:
-    ctx = FileContext(path, text, module, settings)
+def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter: bool = True,
+                    project: Optional[FileFacts] = None) -> List[Type[Rule]]:
+    """The enabled rules that apply to this file (target torch version, test code) and whose
+    prefilter passes (the wider one where the project index has facts about the file): an
+    empty list means the file need not be parsed by libcst."""
+    if rules is None:
+        rules = [r for r in all_rules() if r.code in codes]
+    version = settings.target_torch_version
+    test_module = is_test_module(path, text)
+    rules = [r for r in rules if r.applies_to(version) and not (test_module and r.skip_in_tests)]
+    if not prefilter:
+        return list(rules)
+    with_facts = project is not None and bool(project.digest)
+    return [r for r in rules if r.may_fire(text) or (with_facts and r.may_fire_in_project(text))]
+
+
+def single_file_facts(text: str, path: str) -> FileFacts:
+    """The project facts of a file that is its own project (the API, the editor before the
+    project index is built)."""
+    summary = summarize_text(text, path)
+    return ProjectIndex({path: summary}).facts_for(path) if summary is not None else EMPTY_FACTS
+
+
+def first_pass(text: str, path: str, settings) -> Tuple[Optional[dict], Optional[List[Diagnostic]], bool]:
+    """Phase 1 of a project run for one file: (its summary from CPython's ``ast``, its final
+    findings when no rule can fire on it, whether a rule could fire given project facts).
+    Files with final findings never reach libcst unless the project index has facts about them
+    and the last answer is yes. Findings are None when some rule may fire: the file is linted
+    once the project index is built."""
+    codes = settings.codes_for_path(path)
+    tree, error = _ast_parse(text, path)
+    summary = summarize(tree, path) if tree is not None else None
+    if candidate_rules(text, path, settings, codes):
+        return summary, None, True
+    rules = [r for r in all_rules() if r.code in codes and r.uses_project]
+    with_project = tree is not None and bool(candidate_rules(text, path, settings, codes, rules, True, _ANY_FACTS))
+    diagnostics = [error] if error is not None and "TL001" in codes else []
+    return summary, sorted(filter_suppressed(text, diagnostics), key=Diagnostic.sort_key), with_project
+
+
+_ANY_FACTS = FileFacts(per_step={"": ("train", "")})  # stands for "the index has facts here"
+
+
+def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]],
+                 project: Optional[FileFacts] = None) -> List[Diagnostic]:
+    ctx = FileContext(path, text, module, settings, project)
     walk(module, ctx, [rule(ctx) for rule in rules])
     if not ctx.pending:
         return []

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.source import SourceFile, UnreadableFile, decode_source, is_notebook_path, read_source
+from torchlint.source import (
+    SourceFile, UnreadableFile, decode_source, is_notebook_path, max_file_size, read_bytes, read_source,
+)
+from torchlint.workers import reraise_interrupt
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.cache import Cache
@@ -31,7 +34,7 @@ class SourceTexts(dict):
     and cached findings come without text."""
 
     def __missing__(self, path: str) -> str:
-        text = read_source(path).text
+        text = read_source(path, None).text  # a file with findings was read whole already
         self[path] = text
         return text
 
@@ -59,7 +62,7 @@ def lint_file(path: str, settings: "Settings") -> Tuple[List[Diagnostic], Option
     from torchlint.engine import unreadable
 
     try:
-        source = read_source(path)
+        source = read_source(path, max_file_size(settings))
     except UnreadableFile as exc:
         if "TL002" in settings.codes_for_path(path):
             return [unreadable(path, str(exc))], None, None
@@ -67,43 +70,88 @@ def lint_file(path: str, settings: "Settings") -> Tuple[List[Diagnostic], Option
     return lint_text(source, settings)
 
 
-def lint_text(source: SourceFile, settings: "Settings"):
+def lint_text(source: SourceFile, settings: "Settings", project=None):
     from torchlint.engine import lint_source
 
     try:
         if is_notebook_path(source.path):  # JSON: its code cells are the program
             from torchlint.notebook import lint_notebook
 
-            diagnostics = lint_notebook(source.text, source.path, settings)
+            diagnostics = lint_notebook(source.text, source.path, settings, project=project)
         else:
-            diagnostics = lint_source(source.text, source.path, settings)
+            diagnostics = lint_source(source.text, source.path, settings, project=project)
     except UnreadableFile as exc:  # not a notebook: TL002 with the reason, never read as Python
         from torchlint.engine import unreadable
 
         return ([unreadable(source.path, str(exc))] if "TL002" in settings.codes_for_path(source.path) else []), None, None
     except Exception as exc:  # a rule bug must not take the whole run down
+        reraise_interrupt(exc)
         return [], None, f"{source.path}: internal error: {exc.__class__.__name__}: {exc}"
     return diagnostics, (source.text if diagnostics else None), None
 
 
-def _lint_for_cache(path: str, settings: "Settings") -> Tuple[List[Diagnostic], Optional[str], Optional[str]]:
-    """(findings, hash of the exact bytes linted or None if not cacheable, internal error)."""
-    from torchlint.cache import content_hash
+def _read_for_cache(path: str, settings: "Settings"):
+    """(source, digest, None) or (None, digest or None, findings reporting why it cannot be read)."""
+    from torchlint.cache import file_digest
     from torchlint.engine import unreadable
 
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
+        data, _ = read_bytes(path, max_file_size(settings))  # regular files only, bounded
+    except UnreadableFile as exc:
         codes = settings.codes_for_path(path)
-        return ([unreadable(path, exc.strerror or str(exc))] if "TL002" in codes else []), None, None
-    digest = content_hash(data)
+        return None, None, ([unreadable(path, str(exc))] if "TL002" in codes else [])
+    digest = file_digest(data, path)
+    try:
+        return decode_source(data, path), digest, None
+    except UnreadableFile as exc:
+        codes = settings.codes_for_path(path)
+        return None, digest, ([unreadable(path, str(exc))] if "TL002" in codes else [])
+
+
+def _first_pass(path: str, settings: "Settings"):
+    """Phase 1 for one file on disk: (path, digest, summary, (final findings or None, whether
+    project facts could make a rule fire), error). Findings are final when the file could not
+    be read or no rule can fire on it; None means it is linted after the project index is built."""
+    from torchlint.engine import first_pass
+
+    source, digest, unread = _read_for_cache(path, settings)
+    if source is None:
+        return path, digest, None, (unread, False), None
+    if is_notebook_path(path):  # no summary: the notebook is read as one in phase 3
+        return path, digest, None, (None, False), None
+    try:
+        summary, findings, with_project = first_pass(source.text, path, settings)
+    except Exception as exc:  # a bug in the summary must not take the whole run down
+        reraise_interrupt(exc)
+        return path, None, None, ([], False), f"{path}: internal error: {exc.__class__.__name__}: {exc}"
+    return path, digest, summary, (findings, with_project), None
+
+
+def _first_pass_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
+    return [_first_pass(path, settings[index]) for path, index in items]
+
+
+def _first_pass_chunk(items: Sequence[Tuple[str, int]]):
+    return _first_pass_items(items, _WORKER_SETTINGS)
+
+
+def _lint_for_cache(path: str, settings: "Settings", project=None) -> Tuple[List[Diagnostic], Optional[str], Optional[str]]:
+    """(findings, hash of the exact bytes linted or None if not cacheable, internal error)."""
+    from torchlint.cache import file_digest
+    from torchlint.engine import unreadable
+
+    try:
+        data, _ = read_bytes(path, max_file_size(settings))  # regular files only, bounded
+    except UnreadableFile as exc:
+        codes = settings.codes_for_path(path)
+        return ([unreadable(path, str(exc))] if "TL002" in codes else []), None, None
+    digest = file_digest(data, path)
     try:
         source = decode_source(data, path)
     except UnreadableFile as exc:
         codes = settings.codes_for_path(path)
         return ([unreadable(path, str(exc))] if "TL002" in codes else []), digest, None
-    diagnostics, _, error = lint_text(source, settings)
+    diagnostics, _, error = lint_text(source, settings, project)
     return diagnostics, (None if error else digest), error
 
 
@@ -133,8 +181,9 @@ def _init_worker(settings: Sequence["Settings"]) -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
-def _lint_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
-    return [(path,) + _lint_for_cache(path, settings[index]) for path, index in items]
+def _lint_items(items: Sequence[tuple], settings: Sequence["Settings"]):
+    """Phase 3: lint (path, settings index, project facts) items."""
+    return [(path,) + _lint_for_cache(path, settings[index], facts) for path, index, facts in items]
 
 
 def _lint_chunk(items: Sequence[Tuple[str, int]]):
@@ -163,55 +212,115 @@ def lint_paths(
     jobs: Optional[int] = None,
     cache: Optional["Cache"] = None,
 ) -> RunResult:
+    """Lint a project in three steps (see docs/architecture.md):
+
+    1. every file's summary, from CPython's ``ast`` (cached by content, independent of the
+       settings); files no rule can fire on are finished here and never reach libcst;
+    2. the project index over all summaries (``project.ProjectIndex``), in this process: which
+       functions run every step, which loader factories' batches are moved elsewhere;
+    3. libcst and the rules on the remaining files, each with the facts the index gives it; a
+       file's cached findings count only under the same facts.
+    """
+    from torchlint.project import EMPTY_FACTS
+
     result = RunResult(files_checked=len(files))
     settings_ids: Dict[int, int] = {}
     settings_list: List["Settings"] = []
-    todo: List[Tuple[str, int, object]] = []  # (path, settings index, stat before reading)
+    index_of: Dict[str, int] = {}
+    stats: Dict[str, object] = {}
+    summaries: Dict[str, dict] = {}
+    first_todo: List[str] = []
     for path in files:
         settings = resolver.for_path(path)
         index = settings_ids.get(id(settings))
         if index is None:
             index = settings_ids[id(settings)] = len(settings_list)
             settings_list.append(settings)
-        st = None
+        index_of[path] = index
+        summary = None
         if cache is not None:
-            found, st = cache.lookup(path, settings)
+            summary, stats[path] = cache.lookup_summary(path)
+        if summary is not None:
+            summaries[path] = summary
+        elif not is_notebook_path(path):  # a notebook has no summary: straight to phase 3
+            first_todo.append(path)
+
+    jobs = jobs or default_jobs()
+    # Phase 1 (only for files whose summary is not cached)
+    finished: Dict[str, Tuple[Optional[str], List[Diagnostic], bool]] = {}
+    first_items = [(path, index_of[path]) for path in first_todo]
+    for path, digest, summary, (findings, with_project), error in _run(first_items, stats, settings_list, jobs, first=True):
+        if error:
+            result.errors.append(error)
+            finished[path] = (None, [], False)
+            continue
+        if summary is not None:
+            summaries[path] = summary
+            st = stats.get(path)
+            if cache is not None and st is not None and digest is not None:
+                cache.store_summary(path, st, digest, summary)
+        if findings is not None:
+            finished[path] = (digest, findings, with_project)
+
+    # Phase 2
+    from torchlint.project import ProjectIndex
+
+    project = ProjectIndex(summaries) if summaries else None
+    todo: List[Tuple[str, int, object]] = []
+    facts_of: Dict[str, object] = {}
+    for path in files:
+        facts = project.facts_for(path) if project is not None else EMPTY_FACTS
+        facts_of[path] = facts
+        settings = settings_list[index_of[path]]
+        if path in finished and not (facts.digest and finished[path][2]):
+            digest, findings, _ = finished[path]
+            result.diagnostics.extend(findings)
+            st = stats.get(path)
+            if cache is not None and st is not None and digest is not None:
+                cache.store(path, settings, st, digest, findings, facts.digest)
+            continue
+        if cache is not None:
+            found, st = cache.lookup(path, settings, facts.digest)
+            stats.setdefault(path, st)
             if found is not None:
                 result.diagnostics.extend(found)
                 result.cached += 1
                 continue
-        todo.append((path, index, st))
+        todo.append((path, index_of[path], facts))
 
-    jobs = jobs or default_jobs()
-    sizes = [_size(path, st) for path, _, st in todo]
-    if jobs > 1 and len(todo) >= MIN_FILES_FOR_POOL and sum(sizes) >= MIN_BYTES_FOR_POOL:
-        outputs = _run_pool(todo, sizes, settings_list, jobs)
-    else:
-        outputs = _lint_items([(path, index) for path, index, _ in todo], settings_list)
-
-    stats = {path: (index, st) for path, index, st in todo}
-    for path, diagnostics, digest, error in outputs:
+    # Phase 3
+    for path, diagnostics, digest, error in _run(todo, stats, settings_list, jobs, first=False):
         result.diagnostics.extend(diagnostics)
         if error:
             result.errors.append(error)
-        index, st = stats[path]
+        st = stats.get(path)
         if cache is not None and st is not None and digest is not None:
-            cache.store(path, settings_list[index], st, digest, diagnostics)
+            cache.store(path, settings_list[index_of[path]], st, digest, diagnostics, facts_of[path].digest)
     if cache is not None:
         cache.save()
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result
 
 
-def _run_pool(todo, sizes, settings_list, jobs: int):
-    from concurrent.futures import ProcessPoolExecutor
+def _run(items: Sequence[tuple], stats, settings_list, jobs: int, first: bool) -> list:
+    """Phase 1 (``first``) or phase 3 over ``items``, in a pool when there is enough work."""
+    if not items:
+        return []
+    sizes = [_size(item[0], stats.get(item[0])) for item in items]
+    if jobs > 1 and len(items) >= MIN_FILES_FOR_POOL and sum(sizes) >= MIN_BYTES_FOR_POOL:
+        return _run_pool(items, sizes, settings_list, jobs, _first_pass_chunk if first else _lint_chunk)
+    return (_first_pass_items if first else _lint_items)(items, settings_list)
+
+
+def _run_pool(items, sizes, settings_list, jobs: int, task):
+    from torchlint.workers import map_in_pool
 
     _load_engine()  # forked workers inherit it
     # Largest files first, so that no huge file starts last and leaves the other cores idle.
-    order = sorted(range(len(todo)), key=lambda i: -sizes[i])
-    items = [(todo[i][0], todo[i][1]) for i in order]
+    order = sorted(range(len(items)), key=lambda i: -sizes[i])
+    items = [items[i] for i in order]
     chunk = max(1, min(MAX_CHUNK, len(items) // (jobs * 8)))
     chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), initializer=_init_worker,
-                             initargs=(settings_list,)) as pool:
-        return [row for rows in pool.map(_lint_chunk, chunks) for row in rows]
+    # Workers die with the run (SIGKILL/SIGTERM of this process, Ctrl-C): see workers.py.
+    rows = map_in_pool(task, chunks, jobs, initializer=_init_worker, initargs=(settings_list,))
+    return [row for chunk_rows in rows for row in chunk_rows]

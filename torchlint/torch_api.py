@@ -39,6 +39,12 @@ STAR_EXPORTS = {
 }
 
 DATALOADER = "torch.utils.data.DataLoader"
+# Calls that hand a loader's items through unchanged (`zip`: each of its arguments'):
+# `for i, (a, b) in enumerate(tqdm(zip(loader_a, loader_b)))`.
+ITERATION_WRAPPERS = frozenset({
+    "enumerate", "iter", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
+    "tqdm.rich.tqdm", "rich.progress.track",
+})
 # Parameter order of torch.utils.data.DataLoader.__init__ (checked against torch in the tests).
 DATALOADER_PARAMS = (
     "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",

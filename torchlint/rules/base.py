@@ -47,6 +47,11 @@ class Rule:
     preview: ClassVar[bool] = False
     #: tags for SARIF ``properties.tags`` and docs (``performance``, ``correctness``, ...).
     tags: ClassVar[Tuple[str, ...]] = ()
+    #: reads ``ctx.project`` (facts from other files): the engine provides them.
+    uses_project: ClassVar[bool] = False
+    #: The prefilter for a file the project index has facts about (None: ``requires``): a
+    #: helper that runs every step needs no training loop of its own.
+    project_requires: ClassVar[Optional[Tuple[Tuple[Union[str, Pattern[str]], ...], ...]]] = None
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx
@@ -71,6 +76,15 @@ class Rule:
     def may_fire(cls, text: str) -> bool:
         """The prefilter: False only when the rule cannot possibly fire on ``text``."""
         return all(any(_present(token, text) for token in group) for group in cls.requires)
+
+    @classmethod
+    def may_fire_in_project(cls, text: str) -> bool:
+        """The prefilter when the project index has facts about the file."""
+        if not cls.uses_project:
+            return False
+        if cls.project_requires is None:
+            return cls.may_fire(text)
+        return all(any(_present(token, text) for token in group) for group in cls.project_requires)
 
 
 def _present(token, text: str) -> bool:

@@ -19,6 +19,7 @@ from torchlint.analysis import (
     memo,
     method_call,
     name_tokens,
+    runs_every_step,
     under_periodic_guard,
 )
 from torchlint.rules.base import GAP, Rule
@@ -82,59 +83,22 @@ def _is_evaluation_script(path: str) -> bool:
     return bool(words & _EVAL_WORDS) and not words & _TRAIN_WORDS
 
 
-def _host_chain_base(node: cst.BaseExpression) -> Optional[str]:
-    """The name an access chain starts from (`batch` in `batch["x"][0].permute(1, 0)`), or None
-    when the chain calls a function, or moves the value (`.cuda()`, `.to(...)`)."""
+def _chain_origin(call: cst.Call) -> cst.BaseExpression:
+    """What the first sync of a chain reads: ``loss.detach()`` in ``loss.detach().cpu().numpy()``."""
+    node: cst.BaseExpression = call
+    origin: cst.BaseExpression = call
     while True:
         if isinstance(node, cst.Call):
-            if not isinstance(node.func, cst.Attribute) or node.func.attr.value in _MOVES:
-                return None
-            node = node.func.value
+            mc = method_call(node)
+            if mc is None:
+                return origin
+            if mc[1] in HOST_SYNC_METHODS and _takes_no_positional(node, mc[1]):
+                origin = mc[0]
+            node = mc[0]
         elif isinstance(node, (cst.Attribute, cst.Subscript)):
             node = node.value
-        elif isinstance(node, cst.Name):
-            return node.value
         else:
-            return None
-
-
-def _host_names(loop: cst.For, ctx) -> set:
-    """Names in the loop body that hold what the loader yielded: the loop's targets, and names
-    bound from an access chain of those (`for img in batch`, `x = batch[0]`), unless some other
-    binding in the body gives the name another value (`x = x.cuda()`)."""
-    def compute():
-        bindings = []  # (names bound, the access chain's base or None)
-        stack = [loop.body]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            if isinstance(node, cst.Assign):
-                names = set().union(*(bound_names(t.target) for t in node.targets))
-                bindings.append((names, _host_chain_base(node.value)))
-            elif isinstance(node, (cst.For, cst.CompFor)):
-                bindings.append((bound_names(node.target), _host_chain_base(node.iter)))
-            elif isinstance(node, cst.AnnAssign):
-                value = node.value
-                bindings.append((bound_names(node.target), _host_chain_base(value) if value is not None else None))
-            elif isinstance(node, (cst.AugAssign, cst.NamedExpr)):
-                bindings.append((bound_names(node.target), None))
-            elif isinstance(node, cst.AsName):
-                bindings.append((bound_names(node.name), None))
-            stack.extend(iter_children(node))
-        targets = bound_names(loop.target)
-        host = set(targets)
-        while True:
-            derived = set(targets)
-            poisoned = set()
-            for names, base in bindings:
-                (derived if base is not None and base in host else poisoned).update(names)
-            new = derived - poisoned
-            if new == host:
-                return frozenset(host)
-            host = new
-
-    return memo(ctx, "host_names", loop, compute)
+            return origin
 
 
 def mentions_loader(text: str) -> bool:
@@ -167,12 +131,19 @@ class HostSyncInLoop(Rule):
         "sync); keep running values on the device (`total += loss.detach()`) and read them under a "
         "logging guard (`if step % log_every == 0:`)."
     )
-    # ... and only in a training loop: over a `*loader*` (or a DataLoader), or one whose body calls
+    _helper_template = (
+        "`.{method}()` in `{name}`, which runs every step ({why}), waits for all queued GPU work "
+        "(a host-device sync); return the tensor and read it under a logging guard instead."
+    )
+    uses_project = True
+    # ... and only in a training loop (or a function the project proves runs every step): over a `*loader*` (or a DataLoader), or one whose body calls
     # `.backward()` / `.step()` (see analysis.is_training_loop).
     requires = (
         ("item", "cpu", "numpy", "tolist"),
         (mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),
     )
+    # ... or, in a file the project index says has functions that run every step, a sync alone.
+    project_requires = (("item", "cpu", "numpy", "tolist"),)
 
     def visit_Call(self, node: cst.Call) -> None:
         mc = method_call(node)
@@ -186,12 +157,31 @@ class HostSyncInLoop(Rule):
         if mc[1] == "cpu" and isinstance(parent, cst.Attribute) and parent.attr.value in _MODULE_METHODS:
             return
         loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
-        if loop is None or under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
-            return
-        if self._straight_from_the_loader(mc[0], loop):
-            return
         first = _sync_methods_in_chain(node)[0]
+        if loop is None:
+            self._check_per_step_function(node, first)
+            return
+        if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
+            return
+        if self._already_on_host(node):
+            return
         self.report(node, self._template.format(method=first))
+
+    def _check_per_step_function(self, node: cst.Call, first: str) -> None:
+        """A sync at any depth of a function the project index proves runs every step (a metric
+        helper called from the training loop of another file, Lightning's ``training_step``)."""
+        why = runs_every_step(self.ctx)
+        if why is None:
+            return
+        func = enclosing_function(self.ctx)
+        if under_periodic_guard(self.ctx, func, node) or grad_disabled(self.ctx) or self._already_on_host(node):
+            return
+        self.report(node, self._helper_template.format(method=first, name=func.name.value, why=why))
+
+    def _already_on_host(self, node: cst.Call) -> bool:
+        """The chain reads a value already on the host: what the loader yielded (before any
+        move), or what an earlier ``.cpu()``/``.numpy()``/``.item()`` returned."""
+        return self.ctx.semantic.on_host(_chain_origin(node), lambda it: is_loader_expression(it, self.ctx))
 
     def _inside_reported_chain(self, node: cst.Call) -> bool:
         """Is `node` the receiver of an outer sync call (`x.cpu()` in `x.cpu().numpy()`)?"""
@@ -221,16 +211,6 @@ class HostSyncInLoop(Rule):
         base = _base_name(receiver)
         resolved = self.ctx.resolve(base) if base is not None else None
         return bool(resolved) and resolved.split(".", 1)[0] in _HOST_LIBRARIES
-
-    def _straight_from_the_loader(self, receiver: cst.BaseExpression, loop: cst.CSTNode) -> bool:
-        """`for x, y in loader: y.tolist()`: a DataLoader yields host tensors, and so do their
-        items (`for img in batch`, `first = batch[0]`, `img["x"].permute(...)`); only once the
-        loop rebinds a name from something else (`y = y.cuda()`) or the chain moves it
-        (`y.cuda().tolist()`) can it be on the device."""
-        if not isinstance(loop, cst.For) or not is_loader_expression(loop.iter, self.ctx):
-            return False
-        base = _host_chain_base(receiver)
-        return base is not None and base in _host_names(loop, self.ctx)
 
     def _is_evaluation(self, loop: cst.CSTNode) -> bool:
         if calls_gradient_step(loop, self.ctx):

@@ -1,0 +1,470 @@
+"""The project model: what one file needs to know about the others, in two phases.
+
+**Phase 1** (``summarize``, in the workers, cached by content hash): a compact, JSON-able summary
+of one file from the CPython ``ast`` tree the syntax check already builds (never from libcst):
+its module name, its imports with relative imports resolved, its functions (qualified names)
+with the calls each makes, the calls made inside its training loops (once per step), the
+framework hooks it defines (Lightning's ``training_step``, the HF Trainer's ``compute_loss``),
+closures handed to ``optimizer.step(closure)``, and the loader factories whose batches a loop
+moves to a device (``loader = build_loader(...)`` ... ``for x, y in loader: x.cuda()``).
+
+**Phase 2** (``ProjectIndex``, in the parent, every run): the symbol table and call graph of
+all summaries; "runs every step" propagated from training loops and hooks to every function
+they call, across files; and per file a small ``FileFacts`` the rules read through
+``ctx.project``. The facts' digest is part of the file's results-cache key, so a finding that
+depends on another file is recomputed when that file changes.
+
+This module imports neither libcst nor the rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
+
+from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
+
+SUMMARY_VERSION = 1
+TRAIN, EVAL = "train", "eval"
+
+
+# -- the facts a file receives -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the rest of the project says about one file's functions (by qualified name,
+    ``Class.method`` / ``outer.inner``)."""
+
+    #: qualname -> (kind, why): functions that run once per step: "train" or "eval".
+    per_step: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
+    #: qualname -> where: functions returning a DataLoader whose batches a caller moves to a device.
+    moved_loaders: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        if not self.per_step and not self.moved_loaders:
+            return ""
+        data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items())])
+        return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+
+    def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
+        """Why the function runs every step (a phrase for messages), or None."""
+        found = self.per_step.get(qualname) if qualname else None
+        return found[1] if found is not None and found[0] in kinds else None
+
+
+EMPTY_FACTS = FileFacts()
+
+
+# -- phase 1: one file's summary ---------------------------------------------------------------
+
+def module_name(path: str) -> Tuple[str, bool]:
+    """(dotted module name, is a package ``__init__``) from the folders that hold
+    ``__init__.py``: ``src/pkg/sub/m.py`` -> ``pkg.sub.m``; a script folder gives ``m``."""
+    path = os.path.abspath(path)
+    folder, name = os.path.split(path)
+    stem = name.rsplit(".", 1)[0]
+    parts = [] if stem == "__init__" else [stem]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.append(package)
+        if not package:
+            break
+    return ".".join(reversed(parts)) or stem, stem == "__init__"
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts: List[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _words(name: Optional[str]) -> Set[str]:
+    import re
+
+    if not name:
+        return set()
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return {w.lower() for w in re.split(r"[._]", spaced) if w}
+
+
+def _is_periodic(test: ast.AST) -> bool:
+    """``analysis.is_periodic_guard`` on the ``ast`` tree: true on few iterations."""
+    if isinstance(test, ast.BoolOp):
+        parts = [_is_periodic(v) for v in test.values]
+        return any(parts) if isinstance(test.op, ast.And) else all(parts)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test.operand))
+    if isinstance(test, ast.Compare):
+        if all(isinstance(op, ast.Eq) for op in test.ops):
+            sides = [test.left, *test.comparators]
+            if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for s in sides for n in ast.walk(s)):
+                return True
+            return any(_words(_dotted(s)) & STEP_WORDS for s in sides if isinstance(s, (ast.Name, ast.Attribute)))
+        return False
+    if isinstance(test, ast.Call):
+        return bool(_words(_dotted(test.func)) & PERIODIC_WORDS)
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return bool(_words(_dotted(test)) & (PERIODIC_WORDS | ONE_OFF_WORDS))
+    return False
+
+
+_DEVICE_NAMES = frozenset({"dev", "rank", "local_rank", "gpu", "gpu_id"})
+
+
+def _moves_to_device(call: ast.Call) -> bool:
+    """``x.cuda()``, ``x.to(device)``, ``x.to(..., non_blocking=True)`` (``analysis.parse_move``
+    on the ``ast`` tree, coarser: it only decides which factories to look at again)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr == "cuda":
+        return True
+    if func.attr != "to":
+        return False
+    if any(k.arg == "non_blocking" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords):
+        return True
+    target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if isinstance(target, ast.Constant):
+        return isinstance(target.value, str) and target.value.split(":")[0] in ("cuda", "xpu", "mps", "npu", "hpu")
+    name = _dotted(target) if target is not None else None
+    if not name:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    return "cpu" not in last and (last.endswith("device") or last in _DEVICE_NAMES)
+
+
+def _is_gradient_step(call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr == "backward":
+        return True
+    if func.attr == "step":
+        last = (_dotted(func.value) or "").rsplit(".", 1)[-1].lower()
+        return last.startswith("opt") or "optim" in last or "scaler" in last
+    return False
+
+
+class _Summarizer:
+    def __init__(self, module: str, is_package: bool) -> None:
+        self.module = module
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.imports: Dict[str, str] = {}
+        self.functions: Dict[str, dict] = {}
+        self.top = {"calls": [], "step_calls": [], "moved_factories": []}
+
+    def resolve_relative(self, node: ast.ImportFrom) -> Optional[str]:
+        if not node.level:
+            return node.module
+        base = self.package.split(".") if self.package else []
+        if node.level > 1:
+            base = base[: len(base) - (node.level - 1)] if node.level - 1 <= len(base) else []
+        return ".".join(base + ([node.module] if node.module else [])) or None
+
+    def add_import(self, node, table: Dict[str, str]) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    table[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    table[top] = top
+            return
+        base = self.resolve_relative(node)
+        if base is None:
+            return
+        for alias in node.names:
+            if alias.name != "*":
+                table[alias.asname or alias.name] = f"{base}.{alias.name}"
+
+    def run(self, tree: ast.Module) -> dict:
+        for stmt in tree.body:  # module-level imports first: functions see them whatever the order
+            for node in _module_level(stmt):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    self.add_import(node, self.imports)
+        self.body(tree.body, None, None, self.top)
+        return {"v": SUMMARY_VERSION, "module": self.module, "imports": self.imports,
+                "functions": self.functions, "top": self.top}
+
+    def body(self, statements, qualname: Optional[str], cls: Optional[ast.ClassDef], record: dict) -> None:
+        """Walk one scope's statements; nested functions and classes get their own records."""
+        local_imports: Dict[str, str] = {}
+        loader_names: Dict[str, str] = {}  # local name -> factory callee it was bound from
+        # (node, inside a training loop?, periodic?) ; an explicit stack, no recursion on depth
+        stack: List[Tuple[ast.AST, bool, bool]] = [(s, False, False) for s in reversed(statements)]
+        while stack:
+            node, in_loop, guarded = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.function(node, qualname, cls)
+                continue
+            if isinstance(node, ast.ClassDef):
+                inner = f"{qualname}.{node.name}" if qualname else node.name
+                for stmt in node.body:
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.function(stmt, inner, node)
+                continue
+            if isinstance(node, ast.Lambda):
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and qualname is not None:
+                self.add_import(node, local_imports)
+                continue
+            if isinstance(node, ast.Call):
+                self.call(node, record, in_loop and not guarded, local_imports)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
+                target, callee = node.targets[0], _dotted(node.value.func)
+                if isinstance(target, ast.Name) and callee:
+                    loader_names[target.id] = callee
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                step = any(isinstance(n, ast.Call) and _is_gradient_step(n) for n in _own_nodes(node.body))
+                if isinstance(node, (ast.For, ast.AsyncFor)):
+                    self.loader_loop(node, loader_names, record)
+                for child in reversed(node.orelse):
+                    stack.append((child, in_loop, guarded))
+                for child in reversed(node.body):
+                    stack.append((child, in_loop or step, guarded))
+                header = [node.iter] if isinstance(node, (ast.For, ast.AsyncFor)) else [node.test]
+                stack.extend((h, in_loop, guarded) for h in header)
+                continue
+            elif isinstance(node, ast.If):
+                for child in reversed(node.orelse):
+                    stack.append((child, in_loop, guarded))
+                for child in reversed(node.body):
+                    stack.append((child, in_loop, guarded or (in_loop and _is_periodic(node.test))))
+                stack.append((node.test, in_loop, guarded))
+                continue
+            for child in reversed(list(ast.iter_child_nodes(node))):
+                stack.append((child, in_loop, guarded))
+
+    def call(self, node: ast.Call, record: dict, per_step: bool, local_imports: Dict[str, str]) -> None:
+        callee = _dotted(node.func)
+        if callee is None:
+            return
+        if _is_gradient_step(node) and node.func.attr == "step":
+            # optimizer.step(closure): the closure runs every time a step is taken
+            for arg in node.args[:1]:
+                name = _dotted(arg)
+                if name:
+                    record["step_calls"].append([self.qualify(name, local_imports), node.lineno])
+        head = callee.split(".", 1)[0]
+        if "." in callee and head not in ("self", "cls") and head not in local_imports and head not in self.imports:
+            return  # a method of some object: not a project function we can name
+        qualified = self.qualify(callee, local_imports)
+        record["calls"].append(qualified)
+        if per_step:
+            record["step_calls"].append([qualified, node.lineno])
+
+    def qualify(self, callee: str, local_imports: Dict[str, str]) -> str:
+        head, _, rest = callee.partition(".")
+        target = local_imports.get(head) or self.imports.get(head)
+        if target is None:
+            return callee  # a name of this module, or self./cls.: resolved in phase 2
+        return f"@{target}.{rest}" if rest else f"@{target}"
+
+    def loader_loop(self, node, loader_names: Dict[str, str], record: dict) -> None:
+        """``for b in loader`` (through enumerate/tqdm/zip) where ``loader = factory(...)`` and
+        the body moves a value derived from the loop's variables to a device."""
+        iterable = node.iter
+        while isinstance(iterable, ast.Call) and iterable.args and _dotted(iterable.func) in (
+                "enumerate", "tqdm", "iter", "tqdm.tqdm"):
+            iterable = iterable.args[0]
+        if isinstance(iterable, ast.Call):
+            callee = _dotted(iterable.func)
+        elif isinstance(iterable, ast.Name):
+            callee = loader_names.get(iterable.id)
+        else:
+            callee = None
+        if not callee or callee.rsplit(".", 1)[-1] == "DataLoader":
+            return
+        tainted = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        moved = False
+        for _ in range(2):  # names bound from the loop variables, then moves of them
+            for n in _own_nodes(node.body):
+                if isinstance(n, ast.Assign):
+                    read = {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)}
+                    if read & tainted:
+                        tainted |= {x.id for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+                elif isinstance(n, ast.Call) and _moves_to_device(n):
+                    receiver = {x.id for x in ast.walk(n.func.value) if isinstance(x, ast.Name)}
+                    moved = moved or bool(receiver & tainted)
+        if moved:
+            record["moved_factories"].append([self.qualify(callee, {}), node.lineno])
+
+    def function(self, node, outer: Optional[str], cls: Optional[ast.ClassDef]) -> None:
+        qualname = f"{outer}.{node.name}" if outer else node.name
+        hook = None
+        if cls is not None and cls.bases:
+            if node.name in TRAIN_STEP_HOOKS:
+                hook = TRAIN
+            elif node.name in EVAL_STEP_HOOKS:
+                hook = EVAL
+        record = {"line": node.lineno, "calls": [], "step_calls": [], "moved_factories": [], "hook": hook,
+                  "class": qualname.rsplit(".", 1)[0] if cls is not None else None,
+                  "returns_loader": False}
+        self.functions[qualname] = record
+        self.body(node.body, qualname, cls, record)
+        record["returns_loader"] = _returns_loader(node)
+
+
+def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
+    """A module-level statement and those in its if/try blocks (conditional imports)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If):
+            stack.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            stack.extend(node.body + node.orelse + node.finalbody)
+            for handler in node.handlers:
+                stack.extend(handler.body)
+
+
+def _own_nodes(statements) -> Iterable[ast.AST]:
+    """Nodes of these statements, not inside nested functions, classes or lambdas."""
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                stack.append(child)
+
+
+def _returns_loader(function) -> bool:
+    """Does the function return a ``DataLoader(...)`` call, directly or through a local name?"""
+    loaders: Set[str] = set()
+    returns: List[ast.AST] = []
+    for n in _own_nodes(function.body):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _is_loader_call(n.value):
+            loaders |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.Return) and n.value is not None:
+            returns.append(n.value)
+    return any((isinstance(r, ast.Call) and _is_loader_call(r)) or (isinstance(r, ast.Name) and r.id in loaders)
+               for r in returns)
+
+
+def _is_loader_call(call: ast.Call) -> bool:
+    name = _dotted(call.func)
+    return bool(name) and name.rsplit(".", 1)[-1] == "DataLoader"
+
+
+def summarize(tree: ast.Module, path: str) -> dict:
+    """Phase 1: the summary of one parsed file."""
+    module, is_package = module_name(path)
+    return _Summarizer(module, is_package).run(tree)
+
+
+# -- phase 2: the project index ----------------------------------------------------------------
+
+class ProjectIndex:
+    """The call graph of every summarised file, and the facts each file gets from it."""
+
+    def __init__(self, summaries: Mapping[str, dict]) -> None:
+        self.summaries = {p: s for p, s in summaries.items() if s and s.get("v") == SUMMARY_VERSION}
+        self.by_module: Dict[str, str] = {}
+        for path, summary in sorted(self.summaries.items()):
+            self.by_module.setdefault(summary["module"], path)
+        self.per_step: Dict[Tuple[str, str], Tuple[str, str]] = {}
+        self.moved: Dict[Tuple[str, str], str] = {}
+        self._propagate()
+
+    def _function(self, path: str, qualname: str) -> Optional[dict]:
+        return self.summaries[path]["functions"].get(qualname)
+
+    def resolve(self, path: str, caller: Optional[str], callee: str) -> Optional[Tuple[str, str]]:
+        """(path, qualname) of the project function a call names, or None."""
+        summary = self.summaries[path]
+        functions = summary["functions"]
+        if callee.startswith("@"):  # through an import: find the longest module prefix
+            dotted = callee[1:]
+            parts = dotted.split(".")
+            for cut in range(len(parts) - 1, 0, -1):
+                target = self.by_module.get(".".join(parts[:cut]))
+                if target is not None:
+                    rest = ".".join(parts[cut:])
+                    if rest in self.summaries[target]["functions"]:
+                        return target, rest
+                    init = self.summaries[target]["imports"].get(parts[cut])
+                    if init is not None and cut == len(parts) - 1:  # re-exported by a package __init__
+                        return self.resolve(target, None, "@" + init)
+                    return None
+            return None
+        head, _, rest = callee.partition(".")
+        if head in ("self", "cls") and caller:
+            owner = functions.get(caller, {}).get("class")
+            if owner and rest and f"{owner}.{rest}" in functions:
+                return path, f"{owner}.{rest}"
+            return None
+        if caller:  # a nested function of the caller, or of its outer functions
+            scope = caller
+            while scope:
+                if f"{scope}.{callee}" in functions:
+                    return path, f"{scope}.{callee}"
+                scope = scope.rpartition(".")[0]
+        if callee in functions:
+            return path, callee
+        return None
+
+    def _propagate(self) -> None:
+        queue: List[Tuple[str, str]] = []
+
+        def mark(key: Tuple[str, str], kind: str, why: str) -> None:
+            old = self.per_step.get(key)
+            if old is None or (old[0] == EVAL and kind == TRAIN):
+                self.per_step[key] = (kind, why)
+                queue.append(key)
+
+        for path, summary in sorted(self.summaries.items()):
+            records = [(None, summary["top"])] + sorted(summary["functions"].items())
+            for caller, record in records:
+                if caller is not None and record.get("hook"):
+                    mark((path, caller), record["hook"], f"a hook that runs every step (`{caller.rsplit('.', 1)[-1]}`)")
+                for callee, line in record["step_calls"]:
+                    key = self.resolve(path, caller, callee)
+                    if key is not None:
+                        mark(key, TRAIN, f"called every step from {_short(path)}:{line}")
+                for callee, line in record["moved_factories"]:
+                    key = self.resolve(path, caller, callee)
+                    if key is not None and self._function(*key).get("returns_loader"):
+                        self.moved.setdefault(key, f"{_short(path)}:{line}")
+        while queue:
+            key = queue.pop()
+            kind, why = self.per_step[key]
+            path, caller = key
+            record = self._function(path, caller)
+            for callee in record["calls"]:
+                target = self.resolve(path, caller, callee)
+                if target is not None and target != key:
+                    mark(target, kind, why)
+
+    def facts_for(self, path: str) -> FileFacts:
+        per_step = {q: v for (p, q), v in self.per_step.items() if p == path}
+        moved = {q: v for (p, q), v in self.moved.items() if p == path}
+        return FileFacts(per_step, moved) if per_step or moved else EMPTY_FACTS
+
+
+def _short(path: str) -> str:
+    return os.path.basename(path)
+
+
+def summarize_text(text: str, path: str) -> Optional[dict]:
+    """Phase 1 for a buffer (the editor, ``lint_source``): None if Python cannot parse it."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    return summarize(tree, path)

@@ -1,0 +1,600 @@
+"""The semantic model of one file: scopes, bindings and where each name's value comes from.
+
+One walk over the libcst tree (on the first question a rule asks, so files no rule questions
+never pay for it) records every scope (module, class, function, lambda, comprehension), every
+binding in it (imports, including function-local ones; assignments with their values; loop
+targets; parameters; ``def``/``class``), every read of a name, the order of all of them and the
+branches (blocks) each sits in. From that the model answers, for every rule:
+
+- what a name or dotted expression resolves to *here* (``resolve``): a function-local
+  ``import torch.nn as nn`` is seen only in its function, a project ``def DataLoader`` shadows
+  the import of torch's, ``DP = nn.DataParallel`` is followed;
+- which bindings reach a read (``reaching``), order-aware: ``x = x.cuda()`` later in a loop
+  body does not reach an earlier read in the same iteration, unless nothing rebinds ``x`` first
+  (the loop's back edge);
+- ``self.<attr>`` bindings across a class (``attribute_bindings``);
+- whether a value is on the host (``on_host``: the loader's items before they are moved,
+  ``.cpu()``/``.numpy()``/``.item()`` results and what is read from them) and whether it derives
+  from a loop's variables (``derives_from``);
+- which ``DataLoader`` calls a loop iterates (``loader_calls``), through names, ``self``
+  attributes, iteration wrappers (``enumerate``/``tqdm``/``zip``) and factory functions of the
+  same file.
+
+The model is about names and values, never about heuristics on words; those stay in
+``analysis.py``. Tests: ``tests/test_semantic.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint.imports import ImportTable, dotted_name
+from torchlint.torch_api import DATALOADER, ITERATION_WRAPPERS, canonical_name
+from torchlint.tree import _children
+
+# Binding kinds.
+IMPORT, DEF, CLASS, PARAM, ASSIGN, AUGMENT, LOOP, WITH, EXCEPT, GLOBAL_DECL = (
+    "import", "def", "class", "param", "assign", "augment", "loop", "with", "except", "global")
+
+FUNCTION_SCOPES = (cst.FunctionDef, cst.Lambda)
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+SCOPE_NODES = FUNCTION_SCOPES + (cst.ClassDef,) + COMPREHENSIONS
+# Compound statements whose blocks may run zero or several times, or not at all.
+_BRANCHING = (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Else, cst.Match, cst.MatchCase)
+_LOOPS = (cst.For, cst.While)
+# Methods whose result lives on the host whatever their receiver was.
+HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "item"})
+# Methods that may put their result on a device.
+MOVES = frozenset({"cuda", "to"})
+
+
+class Binding:
+    """One place a name gets a value."""
+
+    __slots__ = ("name", "kind", "node", "value", "statement", "scope", "order", "blocks", "qualified")
+
+    def __init__(self, name, kind, node, value, statement, scope, blocks, qualified=None):
+        self.name = name
+        self.kind = kind
+        #: The node that binds (a Name target, the import alias, the FunctionDef ...).
+        self.node = node
+        #: The value bound: an assignment's right-hand side, a loop's iterable, a with-item's
+        #: context expression; None where unknown (``+=``, parameters, ``except ... as``).
+        self.value = value
+        #: The statement (or loop, with-item, handler) that binds.
+        self.statement = statement
+        self.scope = scope
+        #: Source order; a read sees bindings with a lower order (set when the binding takes effect).
+        self.order = -1
+        #: The branch blocks around the binding, outermost first (the scope's own body excluded).
+        self.blocks = blocks
+        #: For imports, the qualified name the local name stands for.
+        self.qualified = qualified
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Binding({self.name!r}, {self.kind}, order={self.order})"
+
+
+class Scope:
+    __slots__ = ("node", "parent", "bindings", "globals", "attributes")
+
+    def __init__(self, node: cst.CSTNode, parent: Optional["Scope"]) -> None:
+        self.node = node
+        self.parent = parent
+        self.bindings: Dict[str, List[Binding]] = {}
+        self.globals: Set[str] = set()  # `global x` / `nonlocal x`: binds elsewhere
+        #: For classes: ``self.<attr>`` bindings made in the class's methods.
+        self.attributes: Dict[str, List[Binding]] = {}
+
+    @property
+    def is_function(self) -> bool:
+        return isinstance(self.node, FUNCTION_SCOPES)
+
+
+class _Read:
+    __slots__ = ("scope", "order", "blocks")
+
+    def __init__(self, scope: Scope, order: int, blocks: tuple) -> None:
+        self.scope, self.order, self.blocks = scope, order, blocks
+
+
+def _is_prefix(inner: tuple, outer: tuple) -> bool:
+    """Are the blocks ``inner`` (of a binding) all around the place whose blocks are ``outer``?"""
+    return len(inner) <= len(outer) and all(a is b for a, b in zip(inner, outer))
+
+
+class SemanticModel:
+    def __init__(self, module: cst.Module, imports: Optional[ImportTable] = None) -> None:
+        self.module = module
+        self.imports = imports or ImportTable.from_module(module)
+        self.scopes: Dict[int, Scope] = {}
+        self.reads: Dict[int, _Read] = {}  # id(Name read) -> where it is
+        self.scope_of_node: Dict[int, Scope] = {}  # id(statement or scope node) -> enclosing scope
+        self._resolving: Set[int] = set()
+        self._build()
+
+    # -- building ---------------------------------------------------------------------------
+    def _build(self) -> None:
+        counter = 0
+        module_scope = Scope(self.module, None)
+        self.scopes[id(self.module)] = module_scope
+        # (node, scope, blocks) or a marker (None, bindings, None) that sets their order when popped.
+        stack: List[tuple] = [(child, module_scope, ()) for child in reversed(_children(self.module))]
+        owners: Dict[int, cst.CSTNode] = {}
+        self.block_owner = owners
+        while stack:
+            node, scope, blocks = stack.pop()
+            counter += 1
+            if node is None:  # a marker: these bindings take effect now
+                for binding in scope:
+                    binding.order = counter
+                continue
+            kind = type(node)
+            self.scope_of_node[id(node)] = scope
+            if kind is cst.Name:
+                self.reads[id(node)] = _Read(scope, counter, blocks)
+                continue
+            pending: List[Binding] = []
+            children = _children(node)
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                binding = self._bind(scope, node.name.value, DEF if kind is cst.FunctionDef else CLASS,
+                                     node, None, node, blocks)
+                binding.order = counter
+                inner = Scope(node, scope)
+                self.scopes[id(node)] = inner
+                if kind is cst.FunctionDef:
+                    self._bind_params(inner, node.params)
+                    self._bind_self_attributes(node, scope)
+                # Decorators and defaults are evaluated in the enclosing scope.
+                outer = [*node.decorators]
+                if kind is cst.FunctionDef:
+                    outer += [p.default for p in _params(node.params) if p.default is not None]
+                else:
+                    outer += [a.value for a in node.bases] + [a.value for a in node.keywords]
+                body = node.body
+                stack.append((body, inner, ()))
+                for child in reversed(outer):
+                    stack.append((child, scope, blocks))
+                continue
+            if kind is cst.Lambda:
+                inner = Scope(node, scope)
+                self.scopes[id(node)] = inner
+                self._bind_params(inner, node.params)
+                stack.append((node.body, inner, ()))
+                for p in reversed(list(_params(node.params))):
+                    if p.default is not None:
+                        stack.append((p.default, scope, blocks))
+                continue
+            if kind in COMPREHENSIONS:
+                inner = Scope(node, scope)
+                self.scopes[id(node)] = inner
+                # The first iterable is evaluated outside; the rest inside.
+                first = node.for_in
+                for_nodes = []
+                f = first
+                while f is not None:
+                    for_nodes.append(f)
+                    f = f.inner_for_in
+                elements = [node.key, node.value] if kind is cst.DictComp else [node.elt]
+                for f in for_nodes:
+                    for name, target in _targets(f.target):
+                        b = self._bind(inner, name, LOOP, target, f.iter, f, ())
+                        b.order = counter
+                work: List[tuple] = [(e, inner, ()) for e in elements]
+                for f in for_nodes:
+                    work += [(c.test, inner, ()) for c in f.ifs]
+                    if f is not first:
+                        work.append((f.iter, inner, ()))
+                    work.append((f.target, inner, ()))
+                work.append((first.iter, scope, blocks))
+                stack.extend(work)
+                continue
+            if kind is cst.Import or kind is cst.ImportFrom:
+                for local, qualified, alias in _import_names(node):
+                    b = self._bind(scope, local, IMPORT, alias, None, node, blocks, qualified)
+                    b.order = counter
+                continue
+            if kind is cst.Global or kind is cst.Nonlocal:
+                scope.globals.update(n.name.value for n in node.names)
+                continue
+            if kind is cst.Assign:
+                for target in node.targets:
+                    pending += [self._bind(scope, n, ASSIGN, t, node.value, node, blocks)
+                                for n, t in _targets(target.target)]
+            elif kind is cst.AnnAssign:
+                pending += [self._bind(scope, n, ASSIGN if node.value is not None else AUGMENT, t, node.value,
+                                       node, blocks) for n, t in _targets(node.target)]
+            elif kind is cst.AugAssign:
+                pending += [self._bind(scope, n, AUGMENT, t, None, node, blocks) for n, t in _targets(node.target)]
+            elif kind is cst.NamedExpr:
+                pending += [self._bind(scope, n, ASSIGN, t, node.value, node, blocks) for n, t in _targets(node.target)]
+            elif kind is cst.For:
+                # target after the iterable, before the body; the body and else are branches
+                body_blocks = blocks + (node.body,)
+                owners[id(node.body)] = node
+                loop_bindings = [self._bind(scope, n, LOOP, t, node.iter, node, body_blocks)
+                                 for n, t in _targets(node.target)]
+                if node.orelse is not None:
+                    owners[id(node.orelse)] = node
+                    stack.append((node.orelse, scope, blocks + (node.orelse,)))
+                stack.append((node.body, scope, body_blocks))
+                stack.append((None, loop_bindings, None))
+                stack.append((node.target, scope, body_blocks))
+                stack.append((node.iter, scope, blocks))
+                continue
+            elif kind is cst.WithItem:
+                if node.asname is not None:
+                    pending += [self._bind(scope, n, WITH, t, node.item, node, blocks)
+                                for n, t in _targets(node.asname.name)]
+            elif kind is cst.ExceptHandler or kind is cst.ExceptStarHandler:
+                owners[id(node.body)] = node
+                inner_blocks = blocks + (node.body,)
+                if node.name is not None:
+                    b = self._bind(scope, node.name.name.value, EXCEPT, node.name.name, None, node, inner_blocks)
+                    b.order = counter
+                if node.type is not None:
+                    stack.append((node.body, scope, inner_blocks))
+                    stack.append((node.type, scope, blocks))
+                else:
+                    stack.append((node.body, scope, inner_blocks))
+                continue
+            elif kind in _BRANCHING:
+                # each block of the statement is a branch: it may run once, many times or never
+                for child in reversed(children):
+                    if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                        owners[id(child)] = node
+                        stack.append((child, scope, blocks + (child,)))
+                    else:
+                        stack.append((child, scope, blocks))
+                continue
+            if pending:
+                stack.append((None, pending, None))
+            for child in reversed(children):
+                stack.append((child, scope, blocks))
+
+    def _bind(self, scope, name, kind, node, value, statement, blocks, qualified=None) -> Binding:
+        binding = Binding(name, kind, node, value, statement, scope, blocks, qualified)
+        scope.bindings.setdefault(name, []).append(binding)
+        return binding
+
+    def _bind_params(self, scope: Scope, params: cst.Parameters) -> None:
+        for p in _params(params):
+            b = self._bind(scope, p.name.value, PARAM, p.name, None, p, ())
+            b.order = 0
+
+    def _bind_self_attributes(self, method: cst.FunctionDef, class_scope: Scope) -> None:
+        """``self.x = ...`` in a method: an attribute binding of the class."""
+        if not isinstance(class_scope.node, cst.ClassDef):
+            return
+        params = list(method.params.posonly_params) + list(method.params.params)
+        if not params or any(dotted_name(d.decorator) == "staticmethod" for d in method.decorators):
+            return
+        owner = params[0].name.value
+        from torchlint.tree import walk
+
+        for node in walk(method.body, SCOPE_NODES):
+            if isinstance(node, cst.Assign):
+                targets = [(t.target, node.value) for t in node.targets]
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                targets = [(node.target, getattr(node, "value", None) if isinstance(node, cst.AnnAssign) else None)]
+            else:
+                continue
+            for target, value in targets:
+                for inner in _flatten(target):
+                    if (isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name)
+                            and inner.value.value == owner):
+                        single = value if inner is target else None
+                        kind = AUGMENT if isinstance(node, cst.AugAssign) else ASSIGN
+                        class_scope.attributes.setdefault(inner.attr.value, []).append(
+                            Binding(inner.attr.value, kind, inner, single, node, class_scope, (method,)))
+
+    # -- scopes -----------------------------------------------------------------------------
+    def scope_for(self, node: cst.CSTNode) -> Optional[Scope]:
+        """The scope a node sits in (for a scope node: the one it creates)."""
+        found = self.scopes.get(id(node))
+        return found if found is not None else self.scope_of_node.get(id(node))
+
+    def enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+        scope = self.scope_of_node.get(id(node))
+        while scope is not None:
+            if isinstance(scope.node, cst.ClassDef):
+                return scope.node
+            scope = scope.parent
+        return None
+
+    # -- names ------------------------------------------------------------------------------
+    def lookup(self, name: cst.Name) -> Optional[List[Binding]]:
+        """The bindings whose value a read of ``name`` may see; None when no scope binds it
+        (a builtin, a star import, or a name this model never saw)."""
+        read = self.reads.get(id(name))
+        if read is None:
+            return None
+        return self._lookup_from(name.value, read.scope, read)
+
+    def _lookup_from(self, name: str, scope: Scope, read: Optional[_Read]) -> Optional[List[Binding]]:
+        first = True
+        while scope is not None:
+            if isinstance(scope.node, cst.ClassDef) and not first:
+                scope = scope.parent  # methods do not see the class body's names
+                continue
+            if name in scope.globals:
+                scope = self.scopes[id(self.module)]
+                read = None
+                first = False
+                continue
+            bindings = scope.bindings.get(name)
+            if bindings:
+                if read is not None and first:
+                    return self._reaching(bindings, read)
+                return self._final(bindings)
+            scope = scope.parent
+            first = False
+        return None
+
+    def _reaching(self, bindings: List[Binding], read: _Read) -> List[Binding]:
+        """Bindings of one scope that reach ``read``: the latest one on every path before it,
+        plus those later in a loop around it when nothing in that loop rebinds first."""
+        before = [b for b in bindings if b.order < read.order]
+        result: List[Binding] = []
+        dominating = None
+        for b in reversed(before):
+            result.append(b)
+            if _is_prefix(b.blocks, read.blocks):
+                dominating = b
+                break
+        for block in read.blocks:
+            if not isinstance(self.block_owner.get(id(block)), _LOOPS):
+                continue
+            if dominating is not None and any(x is block for x in dominating.blocks):
+                continue  # rebound inside the loop before the read: the back edge is cut
+            result += [b for b in bindings if b.order > read.order and any(x is block for x in b.blocks)]
+        return result
+
+    def _final(self, bindings: List[Binding]) -> List[Binding]:
+        """What a read from an inner scope may see of an outer scope's name: any of its bindings
+        (the function runs later), leaving out fallbacks bound in ``except`` handlers when there
+        is anything else (``try: from torch... import X`` / ``except ImportError: X = None``)."""
+        owners = self.block_owner
+        main = [b for b in bindings
+                if not any(isinstance(owners.get(id(x)), (cst.ExceptHandler, cst.ExceptStarHandler)) for x in b.blocks)]
+        return main or bindings
+
+    def reaching(self, name: cst.Name) -> Optional[List[Binding]]:
+        """Alias of ``lookup`` for rules that ask about data flow."""
+        return self.lookup(name)
+
+    def attribute_bindings(self, node: cst.CSTNode, attr: str) -> List[Binding]:
+        """``self.<attr>`` bindings in the class around ``node``."""
+        cls = self.enclosing_class(node)
+        if cls is None:
+            return []
+        return self.scopes[id(cls)].attributes.get(attr, [])
+
+    def resolve(self, node: cst.BaseExpression) -> Optional[str]:
+        """Canonical qualified name of a Name/Attribute chain, through the imports that are
+        visible where it is read; None for local variables, project definitions and unknowns."""
+        name = dotted_name(node)
+        if name is None:
+            return None
+        head = node
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        rest = name[len(head.value):]
+        bindings = self.lookup(head)
+        if bindings is None:
+            if id(head) in self.reads:  # not bound anywhere: builtins, star imports
+                return self.imports.resolve_dotted(name) if self.imports.star_modules else None
+            return self.imports.resolve_dotted(name)  # a node the model never saw (synthetic)
+        found: Set[str] = set()
+        for b in bindings:
+            if b.kind == IMPORT:
+                found.add(b.qualified)
+            elif b.kind == ASSIGN and isinstance(b.value, (cst.Name, cst.Attribute)) and id(b.value) not in self._resolving:
+                self._resolving.add(id(b.value))  # `DP = nn.DataParallel`
+                try:
+                    target = self.resolve(b.value)
+                finally:
+                    self._resolving.discard(id(b.value))
+                if target is None:
+                    return None
+                found.add(target)
+            else:
+                return None
+        if len(found) != 1:
+            return None
+        return canonical_name(found.pop() + rest)
+
+    def resolve_call(self, node: cst.CSTNode) -> Optional[str]:
+        return self.resolve(node.func) if isinstance(node, cst.Call) else None
+
+    # -- values -----------------------------------------------------------------------------
+    def values_of(self, node: cst.BaseExpression) -> Optional[List[cst.BaseExpression]]:
+        """The expressions a Name or ``self.attr`` may hold here; None if any is unknown."""
+        if isinstance(node, cst.Name):
+            bindings = self.lookup(node)
+        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in ("self", "cls"):
+            bindings = self.attribute_bindings(node, node.attr.value) or None
+        else:
+            return [node]
+        if not bindings or any(b.kind != ASSIGN or b.value is None for b in bindings):
+            return None
+        return [b.value for b in bindings]
+
+    def on_host(self, node: cst.BaseExpression, is_loader, _seen: Optional[Set[int]] = None) -> bool:
+        """Is the value certainly on the host? ``.cpu()``/``.numpy()``/``.item()``/``.tolist()``
+        results and reads from them; items a data loader yields (``is_loader(iterable)``) and
+        reads from those, until moved (``.cuda()``/``.to()``). Unknown answers False."""
+        seen = _seen if _seen is not None else set()
+        while True:
+            if isinstance(node, cst.Call):
+                func = node.func
+                if not isinstance(func, cst.Attribute):
+                    return False
+                if func.attr.value in HOST_RESULTS:
+                    return True
+                if func.attr.value in MOVES:
+                    return False
+                node = func.value
+            elif isinstance(node, (cst.Attribute, cst.Subscript)):
+                node = node.value
+            elif isinstance(node, cst.Name):
+                break
+            else:
+                return False
+        if id(node) in seen:
+            return False
+        seen.add(id(node))
+        bindings = self.lookup(node)
+        if not bindings:
+            return False
+        for b in bindings:
+            if b.kind == LOOP:
+                if not (is_loader(b.value) or self.on_host(b.value, is_loader, seen)):
+                    return False
+            elif b.kind == ASSIGN and b.value is not None:
+                if not self.on_host(b.value, is_loader, seen):
+                    return False
+            else:
+                return False
+        return True
+
+    def derives_from(self, node: cst.CSTNode, loop: cst.For, _seen: Optional[Set[int]] = None) -> bool:
+        """Does some name read in ``node`` carry a value derived from ``loop``'s variables?"""
+        seen = _seen if _seen is not None else set()
+        from torchlint.tree import walk
+
+        for n in walk(node, SCOPE_NODES):
+            if not isinstance(n, cst.Name) or id(n) in seen:
+                continue
+            seen.add(id(n))
+            for b in self.lookup(n) or ():
+                if b.kind == LOOP and b.statement is loop:
+                    return True
+                if b.value is not None and b.kind in (ASSIGN, LOOP, WITH) and self.derives_from(b.value, loop, seen):
+                    return True
+        return False
+
+    # -- data loaders -----------------------------------------------------------------------
+    def iterated_values(self, iterable: cst.BaseExpression) -> List[cst.BaseExpression]:
+        """What a ``for`` over ``iterable`` iterates, through ``enumerate``/``tqdm``/``zip``."""
+        out: List[cst.BaseExpression] = []
+        stack = [iterable]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call) and node.args:
+                name = self.resolve(node.func) or dotted_name(node.func)
+                if name in ITERATION_WRAPPERS:
+                    args = node.args if name == "zip" else node.args[:1]
+                    stack.extend(a.value for a in args if a.keyword is None and not a.star)
+                    continue
+            out.append(node)
+        return out
+
+    def loader_calls(self, iterable: cst.BaseExpression, factory_loaders=None) -> List[cst.Call]:
+        """The ``DataLoader(...)`` calls a ``for`` over ``iterable`` may iterate: the call itself,
+        the value of the names and ``self`` attributes it reads (only when every binding that
+        reaches is a loader: a loader bound again, ``loader = accelerator.prepare(loader)``, is a
+        wrapper we cannot see into), and the loaders a function of the file returns
+        (``factory_loaders(function) -> calls``)."""
+        found: List[cst.Call] = []
+        for value in self.iterated_values(iterable):
+            found += self._loaders_in(value, factory_loaders, set())
+        return found
+
+    def _loaders_in(self, node, factory_loaders, seen: Set[int]) -> List[cst.Call]:
+        if id(node) in seen:
+            return []
+        seen.add(id(node))
+        if isinstance(node, cst.Call):
+            if self.resolve_call(node) == DATALOADER:
+                return [node]
+            if factory_loaders is not None and isinstance(node.func, (cst.Name, cst.Attribute)):
+                return list(factory_loaders(node) or ())
+            return []
+        values = self.values_of(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if not values:
+            return []
+        calls: List[cst.Call] = []
+        for value in values:
+            inner = self._loaders_in(value, factory_loaders, seen)
+            if not inner:
+                return []  # some binding is not a loader we can see
+            calls += inner
+        return calls
+
+    def module_function(self, name: cst.BaseExpression) -> Optional[cst.FunctionDef]:
+        """The function of this file a call's callee names (``build_loader``, ``self.make``)."""
+        if isinstance(name, cst.Name):
+            bindings = self.lookup(name)
+            if bindings and len(bindings) == 1 and bindings[0].kind == DEF:
+                return bindings[0].node
+            return None
+        if isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name) and name.value.value in ("self", "cls"):
+            cls = self.enclosing_class(name)
+            if cls is None:
+                return None
+            defs = self.scopes[id(cls)].bindings.get(name.attr.value, [])
+            if len(defs) == 1 and defs[0].kind == DEF:
+                return defs[0].node
+        return None
+
+    def returned_values(self, function: cst.FunctionDef) -> List[cst.BaseExpression]:
+        """The expressions ``function`` returns (not those of nested functions)."""
+        from torchlint.tree import walk
+
+        return [n.value for n in walk(function.body, SCOPE_NODES)
+                if isinstance(n, cst.Return) and n.value is not None]
+
+
+def _params(params: cst.Parameters) -> Iterator[cst.Param]:
+    yield from params.posonly_params
+    yield from params.params
+    if isinstance(params.star_arg, cst.Param):
+        yield params.star_arg
+    yield from params.kwonly_params
+    if params.star_kwarg is not None:
+        yield params.star_kwarg
+
+
+def _flatten(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _flatten(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _flatten(target.value)
+    else:
+        yield target
+
+
+def _targets(target: cst.BaseExpression) -> List[Tuple[str, cst.Name]]:
+    """(name, node) for each plain name a target binds: ``i, (x, *y)`` -> i, x, y."""
+    return [(t.value, t) for t in _flatten(target) if isinstance(t, cst.Name)]
+
+
+def _import_names(node) -> Iterable[Tuple[str, str, cst.CSTNode]]:
+    """(local name, qualified name, alias node) bound by an import statement."""
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                yield alias.asname.name.value, full, alias
+            else:
+                top = full.split(".", 1)[0]
+                yield top, top, alias
+        return
+    if isinstance(node.names, cst.ImportStar):
+        return
+    module = dotted_name(node.module) if node.module is not None else None
+    for alias in node.names:
+        if not isinstance(alias.name, cst.Name):
+            continue
+        local = alias.name.value
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            local = alias.asname.name.value
+        # relative imports are the project's own code: bound, but never torch
+        qualified = f"{module}.{alias.name.value}" if module and not node.relative else f".{alias.name.value}"
+        yield local, qualified, alias

@@ -1,0 +1,24 @@
+"""Word lists the heuristics share, in one place (no libcst here: the project summaries use them
+in processes that never import it)."""
+
+from __future__ import annotations
+
+# An `if` on these runs on few iterations: `if step % log_every == 0`, `if verbose:`.
+PERIODIC_WORDS = frozenset({"log", "logging", "logger", "verbose", "debug", "print", "display", "report", "plot"})
+STEP_WORDS = frozenset({"step", "steps", "iter", "iteration", "it", "i", "idx", "batch", "epoch"})
+ONE_OFF_WORDS = frozenset({"last", "first", "final"})  # last_batch, is_first_step
+# Names of evaluation code, and of training code.
+EVAL_WORDS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validate", "validation",
+                        "test", "predict", "prediction", "inference", "infer"})
+TRAIN_WORDS = frozenset({"train", "training", "finetune", "fit", "pretrain"})
+
+# Framework hooks that run once per step: Lightning's LightningModule/Callback and the
+# Hugging Face Trainer's overridable steps. A method of these names in a class with a base class.
+TRAIN_STEP_HOOKS = frozenset({
+    "training_step", "on_train_batch_start", "on_train_batch_end", "on_before_backward",
+    "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad", "compute_loss",
+})
+EVAL_STEP_HOOKS = frozenset({
+    "validation_step", "test_step", "predict_step", "prediction_step", "on_validation_batch_start",
+    "on_validation_batch_end", "on_test_batch_end", "on_predict_batch_end",
+})
