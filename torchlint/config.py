@@ -371,16 +371,20 @@ def settings_from_pyproject(
     table = tool.get("torchlint") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{path}: tool.torchlint must be a table")
-    base = Settings(root=str(path.parent), config_path=str(path))
+    settings = settings_from_table(table or {}, str(path), Settings(root=str(path.parent), config_path=str(path)))
     explicit = "target-torch-version" in (table or {}) or (overrides is not None and overrides.target_torch_version is not None)
     if not explicit:
         if declared_version is None:
             from torchlint.dependencies import declared_torch_version as declared_version
         declared = declared_version(path.parent, data if path.name == "pyproject.toml" else None)
         if declared:
-            base = replace(base, target_torch_version=declared)
-    settings = settings_from_table(table or {}, str(path), base)
+            settings = replace(settings, target_torch_version=declared)
     return overrides.apply(settings) if overrides else settings
+
+
+def _config_in(directory: Path) -> Optional[Path]:
+    candidate = directory / "pyproject.toml"
+    return candidate if candidate.is_file() and _has_torchlint_table(candidate) else None
 
 
 def _has_torchlint_table(path: Path) -> bool:
@@ -406,6 +410,8 @@ class SettingsResolver:
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self._by_dir: Dict[Path, Settings] = {}
         self._by_file: Dict[Path, Settings] = {}
+        self._config_of: Dict[Path, Optional[Path]] = {}  # folder -> nearest [tool.torchlint] file
+        self._root_of: Dict[Path, Optional[Path]] = {}  # folder -> its project root (dependency files)
         self._declared: Dict[Path, Optional[Tuple[int, int]]] = {}  # project root -> version
         self._no_config_by_root: Dict[Optional[Path], Settings] = {}
         #: Every dependency file read (absolute paths): a language server reloads when one changes.
@@ -428,29 +434,31 @@ class SettingsResolver:
         return settings
 
     def _for_dir(self, directory: Path) -> Settings:
-        cached = self._by_dir.get(directory)
-        if cached is not None:
-            return cached
+        settings = self._by_dir.get(directory)
+        if settings is None:
+            config = self._nearest(directory, self._config_of, _config_in)
+            settings = self._settings_for_file(config) if config is not None else self._no_config(directory)
+            self._by_dir[directory] = settings
+        return settings
+
+    @staticmethod
+    def _nearest(directory: Path, memo: Dict[Path, Optional[Path]], found_in) -> Optional[Path]:
+        """``found_in(d)`` for the nearest folder ``d`` at or above ``directory`` where it is not
+        None; every folder walked through is memoised, so a tree costs one walk per folder."""
         chain: List[Path] = []
         current = directory
         while True:
-            if current in self._by_dir:
-                settings = self._by_dir[current]
+            if current in memo:
+                found = memo[current]
                 break
             chain.append(current)
-            candidate = current / "pyproject.toml"
-            if candidate.is_file() and _has_torchlint_table(candidate):
-                settings = self._settings_for_file(candidate)
-                break
-            if current.parent == current:
-                # No config anywhere above: only this folder's answer is certain.
-                settings = self._no_config(directory)
-                chain = [directory]
+            found = found_in(current)
+            if found is not None or current.parent == current:
                 break
             current = current.parent
         for d in chain:
-            self._by_dir[d] = settings
-        return settings
+            memo[d] = found
+        return found
 
     def _declared_version(self, root: Path, pyproject: Optional[Mapping[str, Any]] = None) -> Optional[Tuple[int, int]]:
         """The torch version declared in ``root``'s dependency files, scanned once per root."""
@@ -467,9 +475,9 @@ class SettingsResolver:
         declares (its root: the nearest folder with a dependency file or a ``.git``)."""
         root: Optional[Path] = None
         if self.overrides.target_torch_version is None:
-            from torchlint.dependencies import find_project_root
+            from torchlint.dependencies import is_project_root
 
-            root = find_project_root(directory)
+            root = self._nearest(directory, self._root_of, lambda d: d if is_project_root(d) else None)
         settings = self._no_config_by_root.get(root)
         if settings is None:
             base = Settings(root=str(self.cwd))

@@ -189,7 +189,7 @@ def _read_text(path: Path, project: ProjectDependencies) -> Optional[str]:
             data = fh.read(MAX_FILE_BYTES + 1)
     except OSError:
         return None
-    project.files.append(path)
+    project.files.append(Path(os.path.normpath(path)))
     return data.decode("utf-8", errors="replace")
 
 
@@ -356,7 +356,7 @@ def requirements_file(project: ProjectDependencies, path: Path, seen: Set[Path],
 
 def _setup_cfg(project: ProjectDependencies, path: Path, seen: Set[Path]) -> None:
     text = _read_text(path, project)
-    if text is None or "torch" not in text.lower():
+    if text is None or ("torch" not in text.lower() and "file:" not in text):
         return
     import configparser
 
@@ -458,6 +458,27 @@ def _setup_py(project: ProjectDependencies, path: Path) -> None:
 
 # environment.yml ------------------------------------------------------------------------------
 
+def _flow_items(text: str) -> List[str]:
+    """The items of a YAML flow sequence ``[a, 'b,c', {pip: [d]}]``: commas inside quotes or
+    nested brackets do not split."""
+    items, current, depth, quote = [], "", 0, ""
+    for char in text.strip()[1:-1]:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(current)
+            current = ""
+            continue
+        current += char
+    return [item for item in items + [current] if item.strip()]
+
+
 def _yaml_scalar(text: str) -> str:
     text = re.sub(r"(^|\s)#.*", "", text).strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
@@ -483,8 +504,13 @@ def _environment_yml(project: ProjectDependencies, path: Path, seen: Set[Path]) 
             pip_indent = None
             value = _yaml_scalar(value)
             if in_deps and value.startswith("[") and value.endswith("]"):  # flow style
-                for item in value[1:-1].split(","):
-                    _add(project, conda_bound(_yaml_scalar(item)), path, f"line {number}", item)
+                for item in _flow_items(value):
+                    item = _yaml_scalar(item)
+                    if item.startswith("{") and "pip" in item and "[" in item:  # {pip: [torch>=1.13]}
+                        for req in _flow_items(item[item.index("["):item.rindex("]") + 1]):
+                            _add(project, requirement_bound(_yaml_scalar(req)), path, f"line {number} (pip)", req)
+                    else:
+                        _add(project, conda_bound(item), path, f"line {number}", item)
             continue
         if not in_deps or not line.startswith("-"):
             continue
@@ -499,8 +525,8 @@ def _environment_yml(project: ProjectDependencies, path: Path, seen: Set[Path]) 
                 _add(project, requirement_bound(item), path, f"line {number} (pip)", item)
         elif re.fullmatch(r"pip\s*:", item):
             pip_indent = indent
-        elif item.startswith("pip:"):  # - pip: [torch>=1.13]
-            for req in _yaml_scalar(item[4:]).strip("[]").split(","):
+        elif item.startswith("pip:") and item[4:].strip().startswith("["):  # - pip: [torch>=1.13]
+            for req in _flow_items(item[4:]):
                 _add(project, requirement_bound(_yaml_scalar(req)), path, f"line {number} (pip)", req)
         else:
             _add(project, conda_bound(item), path, f"line {number}", item)
