@@ -262,7 +262,12 @@ def test_initialize_advertises_capabilities(start):
     assert caps["textDocumentSync"]["save"] == {"includeText": False}
     registration = client.wait_for(lambda m: m.get("method") == "client/registerCapability")
     assert registration["params"]["registrations"][0]["method"] == "workspace/didChangeWatchedFiles"
-    assert registration["params"]["registrations"][0]["registerOptions"] == {"watchers": [{"globPattern": "**/pyproject.toml"}]}
+    watchers = registration["params"]["registrations"][0]["registerOptions"]["watchers"]
+    # the config and every file the declared torch version comes from (see dependencies.py)
+    assert [w["globPattern"] for w in watchers] == [
+        "**/pyproject.toml", "**/setup.cfg", "**/setup.py", "**/environment.yml", "**/environment.yaml",
+        "**/requirements*.txt", "**/requirements/*.txt",
+    ]
 
 
 def test_diagnostics_on_open_change_save_and_close(start, workspace):
@@ -370,6 +375,26 @@ def test_workspace_config_is_honoured_and_reloaded(start, workspace):
 
     pyproject.write_text('[tool.torchlint]\nper-file-ignores = { "pkg/*.py" = ["TL701"] }\n')
     client.notify("textDocument/didSave", {"textDocument": {"uri": uri_of(pyproject)}})
+    assert client.diagnostics(uri, 1)["diagnostics"] == []
+
+
+def test_dependency_files_are_watched_and_reload_the_declared_torch_version(start, workspace):
+    """TL401 flags a plain zero_grad() only below torch 2.0: the declared version must follow
+    requirements.txt and the files it includes (see dependencies.py)."""
+    (workspace / "requirements.txt").write_text("torch>=2.1\n")
+    uri = uri_of(workspace / "train.py")
+    client = start()
+    client.open(uri, "for x in loader:\n    optimizer.zero_grad()\n    model(x).backward()\n    optimizer.step()\n")
+    assert client.diagnostics(uri, 1)["diagnostics"] == []
+
+    (workspace / "base.txt").write_text("torch==1.13.1\n")
+    (workspace / "requirements.txt").write_text("-r base.txt\n")
+    client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": uri_of(workspace / "requirements.txt"), "type": 2}]})
+    assert [d["code"] for d in client.diagnostics(uri, 1)["diagnostics"]] == ["TL401"]
+
+    # base.txt matches no watched glob, but it was read: saving it reloads too.
+    (workspace / "base.txt").write_text("torch==2.0.1\n")
+    client.notify("textDocument/didSave", {"textDocument": {"uri": uri_of(workspace / "base.txt")}})
     assert client.diagnostics(uri, 1)["diagnostics"] == []
 
 

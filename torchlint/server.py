@@ -3,7 +3,9 @@
 Diagnostics are published on open, save and (debounced) change; each finding's fix is a
 ``quickfix`` code action, and ``source.fixAll.torchlint`` applies every safe fix to a fixed
 point. Settings come from the nearest ``pyproject.toml`` (``SettingsResolver``, rooted at the
-workspace) and are reloaded when a ``pyproject.toml`` changes. Notebooks are not supported.
+workspace) and are reloaded when a ``pyproject.toml`` or a file the declared torch version comes
+from (``requirements*.txt``, ``setup.cfg``, ``setup.py``, ``environment.yml``) changes. Notebooks are
+not supported.
 
 The module imports without pygls, so ``torchlint server`` can say how to install it.
 """
@@ -373,7 +375,17 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             schedule(uri, 0)
 
     def is_pyproject(uri: str) -> bool:
-        return uri.endswith("/pyproject.toml")
+        """A config or dependency file (the declared torch version), or a file one includes."""
+        from torchlint.dependencies import is_dependency_file
+
+        if is_dependency_file(uri):
+            return True
+        included = getattr(session.resolver, "dependency_files", ())
+        if not included or not uri.startswith("file:"):
+            return False
+        from pygls.uris import to_fs_path
+
+        return (to_fs_path(uri) or "") in included
 
     @server.feature(lsp.INITIALIZE)
     def initialize(params: lsp.InitializeParams) -> None:
@@ -387,13 +399,18 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         session.encoding = getattr(encoding, "value", encoding)
         session.reload()
 
+    def dependency_globs() -> Sequence[str]:
+        from torchlint.dependencies import WATCHED_GLOBS
+
+        return WATCHED_GLOBS
+
     @server.feature(lsp.INITIALIZED)
     def initialized(params: lsp.InitializedParams) -> None:
         caps = server.client_capabilities.workspace
         watched = caps.did_change_watched_files if caps else None
         if watched and watched.dynamic_registration:
             options = lsp.DidChangeWatchedFilesRegistrationOptions(
-                watchers=[lsp.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+                watchers=[lsp.FileSystemWatcher(glob_pattern=glob) for glob in dependency_globs()]
             )
             server.client_register_capability(
                 lsp.RegistrationParams([lsp.Registration("torchlint-pyproject", lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, options)])
