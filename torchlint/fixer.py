@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Fix
 from torchlint.locator import Locator
-from torchlint.source import SourceFile, UnreadableFile, decode_source
+from torchlint.source import SourceFile, UnreadableFile, decode_source, is_notebook_path
 from torchlint.workers import reraise_interrupt
 
 #: Fix passes per file. Each pass applies every applicable fix that does not overlap one already
@@ -228,6 +228,10 @@ class FixResult:
 def _lint(text: str, path: str, settings) -> List[Diagnostic]:
     from torchlint.engine import lint_source
 
+    if is_notebook_path(path):
+        from torchlint.notebook import lint_notebook
+
+        return effective_fixes(lint_notebook(text, path, settings), settings)
     return effective_fixes(lint_source(text, path, settings), settings)
 
 
@@ -235,7 +239,12 @@ def fix_text(text: str, path: str, settings, *, unsafe: bool = False, lint=None)
     """Apply fixes to ``text`` until none applies (at most ``MAX_PASSES`` passes).
 
     ``lint(text, path, settings) -> diagnostics`` defaults to the engine with the configured
-    applicability; tests pass their own. Nothing here touches the disk."""
+    applicability; tests pass their own. Nothing here touches the disk. A notebook's JSON text
+    is fixed cell by cell (``notebook.fix_notebook``; ``UnreadableFile`` if it is not one)."""
+    if lint is None and is_notebook_path(path):
+        from torchlint.notebook import fix_notebook
+
+        return fix_notebook(text, path, settings, unsafe=unsafe)
     lint = lint or _lint
     result = FixResult(path=path, original=text, text=text)
     newline = line_ending(text)
@@ -298,6 +307,15 @@ def unified_diff(before: str, after: str, path: str) -> str:
     return "".join(lines)
 
 
+def file_diff(before: str, after: str, path: str) -> str:
+    """``unified_diff`` for a file; for a notebook, one diff per changed cell."""
+    if is_notebook_path(path):
+        from torchlint.notebook import diff
+
+        return diff(before, after, path)
+    return unified_diff(before, after, path)
+
+
 # -- files -----------------------------------------------------------------------------------
 
 @dataclass
@@ -327,6 +345,10 @@ def fix_file(path: str, settings, unsafe: bool, write: bool) -> FileOutcome:
         return outcome
     try:
         result = fix_text(source.text, path, settings, unsafe=unsafe)
+    except UnreadableFile as exc:  # a .ipynb that is not a notebook
+        if "TL002" in settings.codes_for_path(path):
+            outcome.diagnostics.append(unreadable(path, str(exc)))
+        return outcome
     except Exception as exc:  # a rule bug must not take the whole run down
         reraise_interrupt(exc)
         outcome.errors.append(f"{path}: internal error: {exc.__class__.__name__}: {exc}")
@@ -339,7 +361,7 @@ def fix_file(path: str, settings, unsafe: bool, write: bool) -> FileOutcome:
     if not result.changed:
         return outcome
     if not write:
-        outcome.diff = unified_diff(result.original, result.text, path)
+        outcome.diff = file_diff(result.original, result.text, path)
         return outcome
     error = write_if_unchanged(path, data, before, source.encode(result.text))
     if error:
@@ -534,7 +556,7 @@ def run_fix_stdin(source: SourceFile, settings, args) -> int:
         outcome.errors.append(result.error)
     if args.diff:
         if result.changed:
-            outcome.diff = unified_diff(result.original, result.text, source.path)
+            outcome.diff = file_diff(result.original, result.text, source.path)
     else:
         sys.stdout.flush()
         out = getattr(sys.stdout, "buffer", None)

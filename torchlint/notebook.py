@@ -165,9 +165,13 @@ def _parse_json(raw: str) -> Tuple[dict, List[RawCell]]:
 
     def cell_member(cell: RawCell):
         def handle(key: str, start: int):
-            if key == "source":
+            if key != "source":
+                return None
+            try:
                 return _source_value(raw, start, cell)
-            return None
+            except _Syntax:  # not text (a number, a list of numbers): say so once validated
+                cell.span = (-1, -1)
+                return _value(raw, start)
         return handle
 
     def top_member(key: str, start: int):
@@ -613,7 +617,7 @@ def fix_notebook(raw: str, path: str, settings, *, unsafe: bool = False):
         if not spans:
             break
         new_sources = dict(sources)
-        for cell, cell_spans in _spans_by_cell(program, spans).items():
+        for cell, cell_spans in _spans_by_cell(program, spans):
             newline = fixer.line_ending(cell.text)
             text = fixer.splice(cell.text, [(s - cell.offset, e - cell.offset, c) for s, e, c in cell_spans], newline)
             if cell.added_newline and text.endswith("\n"):
@@ -655,12 +659,12 @@ def _original_source(nb: Notebook, number: int) -> str:
     return nb.cells[number - 1].source
 
 
-def _spans_by_cell(program: Program, spans) -> Dict[ProgramCell, list]:
+def _spans_by_cell(program: Program, spans) -> List[Tuple[ProgramCell, list]]:
     out: Dict[int, Tuple[ProgramCell, list]] = {}
     for start, end, content in spans:
         cell = program.cell_at(start)
         out.setdefault(cell.number, (cell, []))[1].append((start, end, content))
-    return {cell: items for cell, items in out.values()}
+    return list(out.values())
 
 
 def _fit_fix(program: Program, d: Diagnostic, refused: set) -> Diagnostic:
@@ -801,47 +805,44 @@ def diff(before: str, after: str, path: str) -> str:
     return "".join(out)
 
 
-def json_position(raw: str, cell: int, row: int, column: int) -> Optional[Location]:
-    """Where (``cell``, ``row``, ``column``) lies in the notebook's JSON text (1-based line and
-    column of the file), for formats that can only point into the file as stored (SARIF,
-    GitHub annotations, editors showing the JSON). None if it cannot be found."""
-    try:
-        nb = parse_notebook(raw)
-    except UnreadableFile:
-        return None
-    return _json_position(nb, Locator(raw), cell, row, column)
+class JsonMap:
+    """Positions in cells -> positions in the notebook file as stored (1-based line and column of
+    its JSON text), for formats that can only point into the file itself: SARIF, GitHub
+    annotations, an editor showing the JSON. A row's text is a string inside the JSON; the
+    column counts the characters of its JSON escaping, so it lands on the same character."""
 
+    def __init__(self, raw: str) -> None:
+        try:
+            self.nb: Optional[Notebook] = parse_notebook(raw)
+        except UnreadableFile:
+            self.nb = None
+        self.locator = Locator(raw)
 
-def _json_position(nb: Notebook, raw_locator: Locator, cell_number: int, row: int, column: int) -> Optional[Location]:
-    if not 1 <= cell_number <= len(nb.cells):
-        return None
-    cell = nb.cells[cell_number - 1]
-    if cell.span[0] < 0:
-        return None
-    if cell.list_form and cell.item_starts:
-        items = _items(nb.raw, cell)
-        # find the item holding the row'th line of the source
-        starts_of_rows = Locator("".join(items)).line_starts
-        offset = starts_of_rows[min(row, len(starts_of_rows)) - 1] + column - 1
+    def location(self, cell_number: Optional[int], loc: Location) -> Optional[Location]:
+        nb = self.nb
+        if nb is None or cell_number is None or not 1 <= cell_number <= len(nb.cells):
+            return None
+        cell = nb.cells[cell_number - 1]
+        if cell.span[0] < 0:
+            return None
+        offset = Locator(cell.source).offset(loc)
+        dumps = lambda text: len(json.dumps(text, ensure_ascii=nb.ensure_ascii)) - 1  # noqa: E731
+        if not cell.list_form:
+            return self.locator.location(cell.span[0] + dumps(cell.source[:offset]))
+        if not cell.item_starts:
+            return self.locator.location(cell.span[0])
         pos = 0
-        for start, item in zip(cell.item_starts, items):
-            if offset < pos + len(item) or start == cell.item_starts[-1]:
-                inner = offset - pos
-                return raw_locator.location(start + len(json.dumps(item[:inner], ensure_ascii=nb.ensure_ascii)) - 1)
+        for i, start in enumerate(cell.item_starts):
+            item, _ = scanstring(nb.raw, start + 1, True)
+            if offset < pos + len(item) or i == len(cell.item_starts) - 1:
+                return self.locator.location(start + dumps(item[:max(0, offset - pos)]))
             pos += len(item)
-        return raw_locator.location(cell.span[0])
-    start = cell.span[0]
-    loc = Locator(cell.source)
-    offset = loc.offset(Location(row, column))
-    return raw_locator.location(start + len(json.dumps(cell.source[:offset], ensure_ascii=nb.ensure_ascii)) - 1)
+        return None  # pragma: no cover - the loop returns on its last item
 
 
-def _items(raw: str, cell: RawCell) -> List[str]:
-    items = []
-    for start in cell.item_starts:
-        text, _ = scanstring(raw, start + 1, True)
-        items.append(text)
-    return items
+def json_position(raw: str, cell: int, row: int, column: int) -> Optional[Location]:
+    """Where (``cell``, ``row``, ``column``) lies in the notebook's JSON text; None if nowhere."""
+    return JsonMap(raw).location(cell, Location(row, column))
 
 
 def code_digest(raw: str) -> Optional[str]:
@@ -853,3 +854,23 @@ def code_digest(raw: str) -> Optional[str]:
         return None
     parts = [nb.is_python, [(c.cell_type, c.source if c.cell_type == "code" else None) for c in nb.cells]]
     return hashlib.blake2b(json.dumps(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def file_ranges(diagnostics: Sequence[Diagnostic], sources) -> Dict[int, Tuple[Location, Location]]:
+    """id(diagnostic) -> its (start, end) in the notebook file as stored, for the findings in
+    notebooks whose text ``sources`` (path -> text) can give."""
+    maps: Dict[str, Optional[JsonMap]] = {}
+    out: Dict[int, Tuple[Location, Location]] = {}
+    for d in diagnostics:
+        if d.cell is None:
+            continue
+        if d.path not in maps:
+            text = sources.get(d.path)
+            maps[d.path] = JsonMap(text) if text is not None else None
+        json_map = maps[d.path]
+        if json_map is None:
+            continue
+        start, end = json_map.location(d.cell, d.location), json_map.location(d.cell, d.end_location)
+        if start is not None and end is not None:
+            out[id(d)] = (start, max(start, end))
+    return out

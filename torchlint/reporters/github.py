@@ -25,18 +25,33 @@ def level(code: str) -> str:
     return "error" if code in ENGINE_CODES else "warning"
 
 
-def annotation(d: Diagnostic, root: str) -> str:
-    properties = (
-        ("file", display_path(d.path, root)),
-        ("line", str(d.location.row)),
-        ("col", str(d.location.column)),
-        ("endLine", str(d.end_location.row)),
-        ("endColumn", str(d.end_location.column)),
-        ("title", f"torchlint ({d.code})"),
-    )
+def annotation(d: Diagnostic, root: str, file_range=None) -> str:
+    """One annotation. A finding in a notebook points at the line of the ``.ipynb`` file (its
+    JSON) that holds the flagged code, ``file_range`` (GitHub shows notebooks' diffs as JSON);
+    the title names the cell, row and column. Without the file's text, only the file."""
+    title = f"torchlint ({d.code})"
+    if d.cell is None:
+        start, end = d.location, d.end_location
+    else:
+        start, end = file_range or (None, None)
+        title += f" cell {d.cell}:{d.location.row}:{d.location.column}"
+    properties = [("file", display_path(d.path, root))]
+    if start is not None:
+        properties += [
+            ("line", str(start.row)),
+            ("col", str(start.column)),
+            ("endLine", str(end.row)),
+            ("endColumn", str(end.column)),
+        ]
+    properties.append(("title", title))
     props = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
     return f"::{level(d.code)} {props}::{escape_data(d.message)}"
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
-    return "".join(annotation(d, context.root) + "\n" for d in diagnostics)
+    ranges = {}
+    if any(d.cell is not None for d in diagnostics):
+        from torchlint.notebook import file_ranges
+
+        ranges = file_ranges(diagnostics, context.sources)
+    return "".join(annotation(d, context.root, ranges.get(id(d))) + "\n" for d in diagnostics)

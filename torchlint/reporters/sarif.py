@@ -66,21 +66,30 @@ def artifact_location(path: str, root: str) -> dict:
     return {"uri": quote(rel, safe="/"), "uriBaseId": SRCROOT}
 
 
-def result(d: Diagnostic, rule_index: int, root: str) -> dict:
+def result(d: Diagnostic, rule_index: int, root: str, file_range=None) -> dict:
+    """One result. A finding in a notebook has its region in the ``.ipynb`` file as stored (the
+    JSON line holding the flagged code, ``file_range``), where code scanning can show it, and its
+    cell, row and column in ``properties``; its fix is left out (edits to the JSON text would
+    have to re-escape the cell's source)."""
     location = artifact_location(d.path, root)
+    physical = {"artifactLocation": location}
+    if d.cell is None:
+        physical["region"] = _region(d.location, d.end_location)
+    elif file_range is not None:
+        physical["region"] = _region(*file_range)
     item = {
         "ruleId": d.code,
         "ruleIndex": rule_index,
         "level": level(d.code),
         "message": {"text": d.message},
-        "locations": [{
-            "physicalLocation": {
-                "artifactLocation": location,
-                "region": _region(d.location, d.end_location),
-            }
-        }],
+        "locations": [{"physicalLocation": physical}],
     }
-    if d.fix is not None:
+    if d.cell is not None:
+        item["properties"] = {
+            "notebookCell": d.cell,
+            "cellRegion": _region(d.location, d.end_location),
+        }
+    elif d.fix is not None:
         item["fixes"] = [{
             "description": {"text": f"{d.fix.message} ({d.fix.applicability} fix)"},
             "artifactChanges": [{
@@ -102,6 +111,11 @@ def build_log(diagnostics: Sequence[Diagnostic], context) -> dict:
         names.setdefault(d.code, d.name)
     codes: List[str] = list(names)
     index: Dict[str, int] = {code: i for i, code in enumerate(codes)}
+    ranges = {}
+    if any(d.cell is not None for d in diagnostics):
+        from torchlint.notebook import file_ranges
+
+        ranges = file_ranges(diagnostics, context.sources)
     return {
         "$schema": SCHEMA,
         "version": "2.1.0",
@@ -116,7 +130,7 @@ def build_log(diagnostics: Sequence[Diagnostic], context) -> dict:
                 }
             },
             "columnKind": "unicodeCodePoints",
-            "results": [result(d, index[d.code], context.root) for d in diagnostics],
+            "results": [result(d, index[d.code], context.root, ranges.get(id(d))) for d in diagnostics],
         }],
     }
 

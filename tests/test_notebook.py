@@ -1,0 +1,374 @@
+"""Jupyter notebooks (torchlint/notebook.py): the joined program, IPython masking, positions in
+cells, reports, fixes written back byte for byte, the cache, discovery."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from torchlint.cli import main
+from torchlint.config import Settings, settings_from_table
+from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+from torchlint.notebook import (
+    JsonMap,
+    _fit_fix,
+    build_program,
+    cell_magic,
+    code_digest,
+    fix_notebook,
+    lint_notebook,
+    mask_ipython,
+    parse_notebook,
+    render,
+)
+from torchlint.source import UnreadableFile
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "fixtures" / "notebooks"
+ALL = Settings(root=str(ROOT))
+
+
+def expected(name: str):
+    return [l.strip() for l in (NOTEBOOKS / f"{name}.expected").read_text().splitlines() if l.strip()]
+
+
+def found(diagnostics):
+    return [
+        f"cell {d.cell}:{d.location.row}:{d.location.column}-{d.end_location.row}:{d.end_location.column} {d.code}"
+        for d in diagnostics
+    ]
+
+
+def notebook(*sources, metadata=None, indent=1, cell_type="code") -> str:
+    """A notebook as Jupyter writes it: each source a code cell (or ``("markdown", text)``)."""
+    cells = []
+    for i, src in enumerate(sources):
+        kind, text = src if isinstance(src, tuple) else (cell_type, src)
+        cell = {"cell_type": kind, "id": f"c{i}", "metadata": {}, "source": text.splitlines(True)}
+        if kind == "code":
+            cell.update(execution_count=i + 1, outputs=[{"name": "stdout", "output_type": "stream", "text": ["ok\n"]}])
+        cells.append(cell)
+    nb = {"cells": cells, "metadata": metadata if metadata is not None else {"language_info": {"name": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    return json.dumps(nb, sort_keys=True, indent=indent, ensure_ascii=False) + "\n"
+
+
+def codes(raw: str, settings=ALL, path="nb.ipynb"):
+    return [(d.code, d.cell, d.location.row, d.location.column) for d in lint_notebook(raw, path, settings)]
+
+
+LOOP = "for x, y in loader:\n    x = x.cuda()\n    loss = model(x).sum()\n    loss.backward()\n    print(loss.item())\n"
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["train", "syntax_error"])
+def test_fixture_notebooks_findings_exactly(name):
+    raw = (NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8")
+    assert found(lint_notebook(raw, f"{name}.ipynb", ALL)) == expected(name)
+
+
+def test_cli_on_a_notebook_with_findings_exits_1_and_names_cells(capsys):
+    code = main(["--no-cache", "--isolated", "--output-format", "concise", str(NOTEBOOKS / "train.ipynb")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"{NOTEBOOKS / 'train.ipynb'}:cell 6:9:15: TL201 " in out
+    assert out.count("\n") == len(expected("train"))
+
+
+# -- the program ---------------------------------------------------------------------------------
+
+def test_cells_are_one_program_import_in_cell_1_loop_in_cell_3():
+    raw = notebook("import torch\nfrom torch.utils.data import DataLoader\n",
+                   ("markdown", "# data\n"), "loader = DataLoader(ds, num_workers=2, pin_memory=True)\n", LOOP)
+    assert codes(raw) == [("TL201", 4, 5, 11)]
+
+
+def test_masking_keeps_lengths_and_lines():
+    text = ("%matplotlib inline\n!nvidia-smi\nfiles = !ls -la\nmodel?\n??torch\nif True:\n    !echo hi\n"
+            "x = 1 != 2\ns = '%d' % 3\ndoc = '''\n!not a shell line\n%not magic\n'''\n"
+            "!cat a \\\n   b\ny = (1,\n!2)\n")
+    masked, ranges = mask_ipython(text)
+    assert len(masked) == len(text)
+    assert [len(l) for l in masked.splitlines()] == [len(l) for l in text.splitlines()]
+    lines = masked.splitlines()
+    assert lines[0].startswith("#") and lines[1].startswith("#")
+    assert lines[2].startswith("files = 0#")  # keeps the binding
+    assert lines[3].startswith("#") and lines[4].startswith("#")
+    assert lines[6] == "    0#      "  # an indented escape stays a statement
+    assert lines[7:13] == text.splitlines()[7:13]  # !=, %-formatting, a string's lines: Python
+    assert lines[13].startswith("#") and lines[14].strip() == ""  # backslash continuation
+    assert lines[16] == "!2)"  # inside brackets: not an escape (and not valid Python either)
+    import ast
+
+    ast.parse("\n".join(lines[:15]))
+    assert len(ranges) == 8
+
+
+@pytest.mark.parametrize("magic,linted", [
+    ("%%time", True), ("%%timeit -n1", True), ("%%capture out", True), ("%%prun", True),
+    ("%%bash", False), ("%%html", False), ("%%writefile x.py", False), ("%%sql", False), ("%%mystery", False),
+])
+def test_cell_magics_python_bodies_are_linted_others_skipped(magic, linted):
+    raw = notebook("import torch\n", f"{magic}\nx = torch.zeros(3).cuda()\n")
+    assert codes(raw) == ([("TL202", 2, 2, 5)] if linted else [])
+    assert cell_magic(f"\n{magic}\nbody") == magic[2:].split()[0]
+
+
+def test_line_magics_shell_and_help_do_not_break_the_parse():
+    raw = notebook("%load_ext autoreload\n%autoreload 2\nimport torch\n",
+                   "out = !nvidia-smi\nx = torch.zeros(3).cuda()\ntorch.zeros?\n%time y = 1\n")
+    assert codes(raw) == [("TL202", 2, 2, 5)]
+
+
+def test_a_cell_that_does_not_parse_is_tl001_in_that_cell_and_the_rest_is_linted():
+    raw = notebook("import torch\n", "def f(:\n    pass\n", "x = torch.zeros(3).cuda()\n")
+    assert codes(raw) == [("TL001", 2, 1, 7), ("TL202", 3, 1, 5)]
+
+
+def test_empty_notebook_cells_and_a_notebook_without_code():
+    assert codes(notebook("", "   \n", ("markdown", "text"))) == []
+    assert codes(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})) == []
+
+
+def test_a_notebook_without_language_info_is_python_and_another_language_is_skipped():
+    raw = "import torch\nx = torch.zeros(3).cuda()\n"
+    assert codes(notebook(raw, metadata={})) == [("TL202", 1, 2, 5)]
+    assert codes(notebook(raw, metadata={"kernelspec": {"language": "python", "name": "python3"}})) != []
+    assert codes(notebook(raw, metadata={"language_info": {"name": "R"}})) == []
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("import torch\nx = 1\n", "invalid JSON (Expecting value at line 1 column 1)"),
+    ('{"cells": 3}', '"cells" is not a list'),
+    ('{"metadata": {}}', 'no "cells" list'),
+    ('{"worksheets": []}', "nbformat 3 notebooks are not supported"),
+    ('{"cells": [{"cell_type": "code", "source": 3}]}', "cell 1 has no source text"),
+    ('{"cells": [1]}', "a cell is not a JSON object"),
+    ('{"cells": []} x', "extra data"),
+    ('[1, 2]', "expected a JSON object"),
+])
+def test_text_that_is_not_a_notebook_is_unreadable_with_the_reason(text, reason):
+    with pytest.raises(UnreadableFile, match=None) as info:
+        parse_notebook(text)
+    assert reason in str(info.value)
+
+
+def test_cli_reports_invalid_notebook_json_as_tl002_never_as_python(tmp_path, capsys):
+    bad = tmp_path / "train.ipynb"
+    bad.write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    code = main(["--no-cache", "--isolated", "--output-format", "concise", str(bad)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out == f"{bad}:1:1: TL002 Cannot read file: not a valid notebook: invalid JSON (Expecting value at line 1 column 1)\n"
+
+
+# -- suppression -----------------------------------------------------------------------------------
+
+def test_noqa_in_a_cell_and_file_level_noqa_in_any_cell():
+    body = "import torch\nx = torch.zeros(3).cuda()  # noqa: TL202\ny = torch.ones(3).cuda()\n"
+    assert codes(notebook(body)) == [("TL202", 1, 3, 5)]
+    assert codes(notebook(body, "# torchlint: noqa\n")) == []
+    assert codes(notebook(body, "# torchlint: noqa: TL202\n")) == []
+
+
+# -- reports ---------------------------------------------------------------------------------------
+
+def test_json_output_has_the_cell_and_edits_name_theirs(capsys):
+    import jsonschema
+
+    main(["--no-cache", "--isolated", "--output-format", "json", str(NOTEBOOKS / "train.ipynb")])
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, json.loads((ROOT / "docs" / "json-output.schema.json").read_text()))
+    assert [d["cell"] for d in data] == [3, 3, 5, 6, 6, 9]
+    assert all(e["cell"] == d["cell"] for d in data if d["fix"] for e in d["fix"]["edits"])
+    assert Diagnostic.from_json(data[0]).cell == 3
+
+
+def test_full_format_frames_the_cells_own_lines(capsys):
+    main(["--no-cache", "--isolated", str(NOTEBOOKS / "train.ipynb")])
+    out = capsys.readouterr().out
+    assert "train.ipynb:cell 6:9:15: TL201 [host-sync-in-loop]" in out
+    assert " 9 |         print(loss.item())  # flagged (TL201): a sync every step\n" in out
+    assert "\"cells\"" not in out
+
+
+def test_sarif_and_github_point_into_the_json_file(capsys):
+    raw = (NOTEBOOKS / "train.ipynb").read_text()
+    line = raw.splitlines().index('    "        print(loss.item())  # flagged (TL201): a sync every step\\n",') + 1
+    main(["--no-cache", "--isolated", "--output-format", "sarif", str(NOTEBOOKS / "train.ipynb")])
+    results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    tl201 = next(r for r in results if r["ruleId"] == "TL201")
+    region = tl201["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"], region["endColumn"]) == (line, 20, 31)
+    assert tl201["properties"]["notebookCell"] == 6 and "fixes" not in tl201
+    main(["--no-cache", "--isolated", "--output-format", "github", str(NOTEBOOKS / "train.ipynb")])
+    out = capsys.readouterr().out
+    assert f"line={line},col=20,endLine={line},endColumn=31,title=torchlint (TL201) cell 6%3A9%3A15::" in out
+
+
+def test_json_map_lands_on_the_same_character_through_escapes():
+    raw = notebook('s = "é\\t\\"q\\""; x = torch.zeros(3)\n')
+    json_map = JsonMap(raw)
+    loc = json_map.location(1, Location(1, 17))
+    assert raw.splitlines()[loc.row - 1][loc.column - 1:].startswith("x = torch")
+    compact = json.dumps(json.loads(raw), ensure_ascii=True)
+    loc = JsonMap(compact).location(1, Location(1, 17))
+    assert compact[loc.column - 1:].startswith("x = torch")
+
+
+# -- fixes -----------------------------------------------------------------------------------------
+
+def _outside_sources(raw: str) -> str:
+    """The notebook's text with every cell's source value cut out."""
+    nb = parse_notebook(raw)
+    out, cursor = [], 0
+    for cell in nb.cells:
+        out.append(raw[cursor:cell.span[0]])
+        cursor = cell.span[1]
+    return "".join(out) + raw[cursor:]
+
+
+def test_fix_changes_only_edited_cells_and_a_second_fix_changes_nothing(tmp_path, capsys):
+    nbformat = pytest.importorskip("nbformat")
+    path = tmp_path / "train.ipynb"
+    shutil.copy(NOTEBOOKS / "train.ipynb", path)
+    before = path.read_text()
+    assert main(["--no-cache", "--isolated", "--fix", "--unsafe-fixes", "-q", str(path)]) == 1
+    after = path.read_text()
+    assert after != before and after.endswith("}\n")
+    assert _outside_sources(after) == _outside_sources(before)  # outputs, ids, metadata, layout
+    old, new = json.loads(before), json.loads(after)
+    changed = [i + 1 for i, (a, b) in enumerate(zip(old["cells"], new["cells"])) if a != b]
+    assert changed == [3, 5, 6, 9]
+    assert all(set(a) == set(b) and all(a[k] == b[k] for k in a if k != "source")
+               for a, b in zip(old["cells"], new["cells"]))
+    assert "".join(new["cells"][4]["source"]).count("bias=False") == 1
+    nbformat.validate(nbformat.reads(after, as_version=4))
+    program = build_program([(i + 1, "".join(c["source"])) for i, c in enumerate(new["cells"]) if c["cell_type"] == "code"])
+    assert not program.broken
+    compile(program.text, "nb", "exec")
+    capsys.readouterr()
+    assert main(["--no-cache", "--isolated", "--fix", "--unsafe-fixes", "-q", str(path)]) == 1  # TL201 has no fix
+    assert path.read_text() == after
+
+
+def test_fix_keeps_a_string_source_a_string_and_compact_json_compact():
+    raw = json.dumps({"cells": [
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+         "source": "import torch\nx = torch.zeros(3).cuda()"},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": ["y = torch.ones(2).cuda()"]},
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 4})
+    result = fix_notebook(raw, "nb.ipynb", ALL)
+    assert result.error is None
+    assert '"source": "import torch\\nx = torch.zeros(3, device=\\"cuda\\")"' in result.text
+    assert '"source": ["y = torch.ones(2, device=\\"cuda\\")"]' in result.text
+    assert "\n" not in result.text
+
+
+def test_added_import_goes_to_the_first_code_cell_that_holds_imports():
+    raw = notebook("!pip install torch\n", ("markdown", "# setup"),
+                   "%matplotlib inline\nimport torch\nfrom torch.utils.data import DataLoader\n",
+                   "import numpy as np\n",
+                   "loader = DataLoader(ds, pin_memory=True)\nfor x in loader:\n    x.cuda()\n")
+    result = fix_notebook(raw, "nb.ipynb", settings_from_table({"select": ["TL101"]}, "t", ALL), unsafe=True)
+    cells = json.loads(result.text)["cells"]
+    assert "".join(cells[2]["source"]) == ("%matplotlib inline\nimport torch\nfrom torch.utils.data import DataLoader\n"
+                                          "import os\n")
+    assert "num_workers=min(4, os.cpu_count() or 1)" in "".join(cells[4]["source"])
+    assert cells[0] == json.loads(raw)["cells"][0] and cells[3] == json.loads(raw)["cells"][3]
+
+
+def test_an_edit_crossing_a_cell_boundary_or_a_magic_line_is_refused():
+    program = build_program([(1, "import torch\n"), (2, "!ls\nx = 1\n")])
+    d = Diagnostic("TL202", "n", "m", "nb.ipynb", Location(1, 1), Location(1, 2))
+    refused = set()
+    across = Fix("safe", "f", (Edit(Location(1, 1), Location(2, 2), "x"),))
+    on_magic = Fix("safe", "f", (Edit(Location(2, 2), Location(2, 2), "x"),))
+    inside = Fix("safe", "f", (Edit(Location(3, 1), Location(3, 2), "y"),))
+    assert _fit_fix(program, Diagnostic(**{**d.__dict__, "fix": across}), refused).fix is None
+    assert _fit_fix(program, Diagnostic(**{**d.__dict__, "fix": on_magic}), refused).fix is None
+    assert refused == {"TL202"}
+    assert _fit_fix(program, Diagnostic(**{**d.__dict__, "fix": inside}), set()).fix == inside
+
+
+def test_diff_is_per_cell_and_writes_nothing(tmp_path, capsys):
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook("import torch\n", ("markdown", "x"), "x = torch.zeros(3).cuda()\ny = 1\n"))
+    before = path.read_text()
+    assert main(["--no-cache", "--isolated", "--diff", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out == (f"--- a/{path}:cell 3\n+++ b/{path}:cell 3\n@@ -1,2 +1,2 @@\n"
+                   "-x = torch.zeros(3).cuda()\n+x = torch.zeros(3, device=\"cuda\")\n y = 1\n")
+    assert path.read_text() == before
+
+
+def test_render_without_changes_is_the_same_text():
+    raw = (NOTEBOOKS / "train.ipynb").read_text()
+    nb = parse_notebook(raw)
+    assert render(nb, {}) == raw
+    assert render(nb, {c.number: c.source for c in nb.code_cells}) == raw
+    raw2 = (NOTEBOOKS / "syntax_error.ipynb").read_text()
+    nb2 = parse_notebook(raw2)
+    assert render(nb2, {c.number: c.source for c in nb2.code_cells}) == raw2
+
+
+def test_fixing_a_cell_that_was_an_empty_list_uses_the_notebook_indentation():
+    raw = notebook("import torch\n")
+    nb = parse_notebook(raw)
+    assert render(nb, {1: "a\nb"}).count('"source": [\n    "a\\n",\n    "b"\n   ]') == 1
+    empty = raw.replace('"source": [\n    "import torch\\n"\n   ]', '"source": []')
+    nb = parse_notebook(empty)
+    assert '"source": [\n    "a\\n",\n    "b"\n   ]' in render(nb, {1: "a\nb"})
+
+
+# -- cache, discovery, stdin ----------------------------------------------------------------------
+
+def test_rerunning_a_notebook_keeps_its_cache_digest_editing_code_changes_it():
+    raw = notebook("import torch\n")
+    rerun = json.loads(raw)
+    rerun["cells"][0]["execution_count"] = 99
+    rerun["cells"][0]["outputs"] = []
+    assert code_digest(json.dumps(rerun)) == code_digest(raw)
+    edited = json.loads(raw)
+    edited["cells"][0]["source"] = ["import torch as t\n"]
+    assert code_digest(json.dumps(edited)) != code_digest(raw)
+
+
+def test_cache_hit_after_the_notebook_is_rerun(tmp_path):
+    from torchlint.cache import Cache
+    from torchlint.config import SettingsResolver
+    from torchlint.runner import lint_paths
+
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook("import torch\nx = torch.zeros(3).cuda()\n"))
+    resolver = SettingsResolver(cwd=str(tmp_path), isolated=True)
+    first = lint_paths([str(path)], resolver, jobs=1, cache=Cache(str(tmp_path / "cache")))
+    data = json.loads(path.read_text())
+    data["cells"][0]["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["a much longer output\n"]}]
+    path.write_text(json.dumps(data, indent=1))
+    second = lint_paths([str(path)], resolver, jobs=1, cache=Cache(str(tmp_path / "cache")))
+    assert second.cached == 1 and second.diagnostics == first.diagnostics and first.diagnostics[0].cell == 1
+
+
+def test_folders_include_notebooks_unless_configured_off(tmp_path, capsys):
+    (tmp_path / "nb.ipynb").write_text(notebook("import torch\nx = torch.zeros(3).cuda()\n"))
+    assert main(["--no-cache", "--output-format", "concise", str(tmp_path)]) == 1
+    assert "nb.ipynb:cell 1:2:5: TL202" in capsys.readouterr().out
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\ninclude-notebooks = false\n")
+    assert main(["--no-cache", "--output-format", "concise", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["--no-cache", "--output-format", "concise", str(tmp_path / "nb.ipynb")]) == 1  # named: linted
+
+
+def test_stdin_with_a_notebook_filename(monkeypatch, capsys):
+    import io
+    import sys
+
+    raw = notebook("import torch\nx = torch.zeros(3).cuda()\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw.encode())))
+    assert main(["--isolated", "--output-format", "concise", "--stdin-filename", "nb.ipynb", "-"]) == 1
+    assert capsys.readouterr().out == "nb.ipynb:cell 1:2:5: TL202 Tensor is created on the CPU and then copied to the device; create it there directly with `device=`.\n"
