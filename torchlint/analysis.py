@@ -9,7 +9,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES, TENSOR_FACTORIES
+from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES, ITERATION_WRAPPERS, TENSOR_FACTORIES
 
 UNKNOWN = object()  # a value torchlint cannot know statically: rules stay silent on it
 
@@ -156,6 +156,42 @@ def is_accelerator_device(node: Optional[cst.BaseExpression], ctx) -> bool:
     return False
 
 
+def move_arguments(call: cst.Call, params: Sequence[str]) -> Optional[dict]:
+    """The arguments of a ``.to(...)``/``.cuda(...)`` call bound to ``params`` (the method's
+    parameter order, ``TENSOR_TO_PARAMS`` / ``TENSOR_CUDA_PARAMS``): {name: expression}. None
+    when something cannot be bound (``*args``, an unknown keyword, too many positionals)."""
+    if any(arg.star for arg in call.args):
+        return None
+    bound = {}
+    positional = 0
+    for arg in call.args:
+        if arg.keyword is None:
+            if positional >= len(params):
+                return None
+            bound[params[positional]] = arg.value
+            positional += 1
+        elif arg.keyword.value in params:
+            bound[arg.keyword.value] = arg.value
+        else:
+            return None
+    return bound
+
+
+def moves_to_accelerator(call: cst.CSTNode, ctx) -> bool:
+    """``x.cuda(...)``, ``x.to(<device>)`` or ``x.to(..., non_blocking=True)``: the receiver goes
+    to an accelerator (``.to(dtype)``, ``.to("cpu")``, ``.to(other)`` do not say so)."""
+    method = method_call(call)
+    if method is None or method[1] not in ("cuda", "to"):
+        return False
+    if method[1] == "cuda":
+        return True
+    non_blocking = get_arg(call, "non_blocking", 2)
+    if non_blocking is not None and literal_value(non_blocking.value) is True:
+        return True
+    device = get_arg(call, "device", 0)
+    return device is not None and is_accelerator_device(device.value, ctx)
+
+
 def _separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
     """The whitespace that follows a comma between this call's arguments (no comments)."""
     ws = None
@@ -257,8 +293,6 @@ def _body_nodes(root: cst.CSTNode, skip: Tuple[type, ...]):
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _LOOPS = (cst.For, cst.While)
-# Iterables that wrap a data loader without changing what one iteration is.
-_LOADER_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
 
 
 def dataloader_names(ctx) -> frozenset:
@@ -294,7 +328,7 @@ def is_loader_expression(node: cst.BaseExpression, ctx) -> bool:
     if isinstance(node, cst.Call):
         if ctx.resolve_call(node) == DATALOADER:
             return True
-        if _last_name(node.func) in _LOADER_WRAPPERS:
+        if _last_name(node.func) in ITERATION_WRAPPERS:
             return any(not a.keyword and not a.star and is_loader_expression(a.value, ctx) for a in node.args)
     name = dotted_name(node.func if isinstance(node, cst.Call) else node)
     if name is None:

@@ -7,6 +7,10 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import (
+    enclosing_function,
+    memo,
+    moves_to_accelerator,
+    qualified_name,
     body_simple_statements,
     bound_names,
     get_arg,
@@ -34,8 +38,6 @@ ITERABLE_DATASETS = frozenset({"torch.utils.data.IterableDataset", "torch.utils.
 # multiply memory, and the cap keeps a small machine from being oversubscribed.
 DEFAULT_WORKERS = "min(4, os.cpu_count() or 1)"
 
-# Calls that hand a loader's items through unchanged: `for i, b in enumerate(tqdm(loader))`.
-_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "tqdm.tqdm", "tqdm.auto.tqdm"})
 
 
 def _is_dataloader(node: cst.Call, ctx) -> bool:
@@ -95,7 +97,7 @@ class DataLoaderNumWorkers(Rule):
         dataset = get_arg(node, "dataset", 0)
         value = dataset.value if dataset is not None else None
         if isinstance(value, cst.Name):
-            value = _assigned_value(_scope_of(self.ctx), value.value)
+            value = _assigned_value(self.ctx, value)
         if not isinstance(value, cst.Call):
             return False
         if self.ctx.resolve_call(value) in TENSOR_DATASETS:
@@ -121,15 +123,14 @@ class DataLoaderPinMemory(Rule):
     """Flags ``torch.utils.data.DataLoader(...)`` without ``pin_memory=True`` whose batches the
     same code moves to an accelerator.
 
-    "Moves to an accelerator": the loader is bound to a name in a function (or module) or to
-    ``self.<attr>`` in a class, a ``for`` loop over it (through ``enumerate``/``tqdm``) is in the
-    same function (the module's loader also counts in a function that does not rebind the name)
-    or the same class, and the loop body calls ``.cuda()``, ``.to(<device>)`` or
-    ``.to(..., non_blocking=True)`` on a value derived from the loop variables. Loaders passed
-    elsewhere, returned, or moved through helper functions are not followed: silent.
+    "Moves to an accelerator": a ``for`` loop iterates the loader (directly, through
+    ``enumerate``/``tqdm``/``zip``, through a name or ``self.<attr>`` whose every binding that
+    reaches the loop is this loader, or through a function that returns it — in this file or,
+    through the project index, in another) and its body calls ``.cuda()``, ``.to(<device>)`` or
+    ``.to(..., non_blocking=True)`` on a value derived from the loop variables.
     ``pin_memory=<variable>`` and ``**kwargs`` are unknown: silent; ``pin_memory=False`` flags.
-    A loader whose name is bound again (``loader = accelerator.prepare(loader)``) is not followed
-    either: the loop may iterate a wrapper. Test code is left alone.
+    A loader bound again (``loader = accelerator.prepare(loader)``) is not followed: the loop
+    iterates a wrapper that may move or pin batches itself. Test code is left alone.
     """
 
     code = "TL102"
@@ -141,12 +142,12 @@ class DataLoaderPinMemory(Rule):
     )
     requires = (("DataLoader",),)
     fix_applicability = SAFE
+    uses_project = True
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        # key of what the loader is bound to -> [(loader call, its ancestors)]
-        self.loaders: Dict[tuple, List[Tuple[cst.Call, List[cst.CSTNode]]]] = {}
-        self.moved: Set[tuple] = set()  # keys of iterables whose items a loop moves to a device
+        self.loaders: List[Tuple[cst.Call, List[cst.CSTNode]]] = []  # unpinned loaders, where they are
+        self.moved: Set[int] = set()  # ids of loader calls whose batches some loop moves
 
     def visit_Call(self, node: cst.Call) -> None:
         if not _is_dataloader(node, self.ctx) or has_star_args(node):
@@ -154,27 +155,39 @@ class DataLoaderPinMemory(Rule):
         arg = get_arg(node, "pin_memory", PIN_MEMORY)
         if arg is not None and literal_value(arg.value) is not False:
             return  # True, or unknown
-        key = self._binding_key(node)
-        if key is not None:
-            self.loaders.setdefault(key, []).append((node, list(self.ctx.ancestors)))
+        self.loaders.append((node, list(self.ctx.ancestors)))
 
     def visit_For(self, node: cst.For) -> None:
-        iterable = _unwrap_iteration(node.iter, self.ctx)
-        key = self._iterable_key(iterable)
-        if key is not None and _body_moves_items(node, self.ctx):
-            self.moved.update(key)
+        if not _body_moves_items(node, self.ctx):
+            return
+        for call in self.ctx.semantic.loader_calls(node.iter, self._factory_loaders):
+            self.moved.add(id(call))
 
     def leave_Module(self, node: cst.Module) -> None:
         walking = self.ctx.ancestors
-        for key, found in self.loaders.items():
-            if key not in self.moved:
-                continue
-            for call, ancestors in found:
-                self.ctx.ancestors = ancestors  # report as if at the call: noqa on its statement
-                try:
+        for call, ancestors in self.loaders:
+            self.ctx.ancestors = ancestors  # report as if at the call: noqa on its statement
+            try:
+                if id(call) in self.moved or self._returned_to_a_mover(call):
                     self.report(call, fix=self._fix(call))
-                finally:
-                    self.ctx.ancestors = walking
+            finally:
+                self.ctx.ancestors = walking
+
+    def _factory_loaders(self, call: cst.Call) -> List[cst.Call]:
+        """The loaders a function of this file returns, for ``loader = build_loader(...)``."""
+        function = self.ctx.semantic.module_function(call.func)
+        return _returned_loaders(function, self.ctx) if function is not None else []
+
+    def _returned_to_a_mover(self, call: cst.Call) -> bool:
+        """Is ``call`` (being reported) returned by a function whose callers, per the project
+        index, move the batches (``def build_loader(): return DataLoader(...)`` in data.py,
+        ``for x, y in build_loader(): x.cuda()`` in train.py)?"""
+        if not self.ctx.project.moved_loaders:
+            return False
+        function = enclosing_function(self.ctx)
+        if function is None or qualified_name(self.ctx, function) not in self.ctx.project.moved_loaders:
+            return False
+        return any(c is call for c in _returned_loaders(function, self.ctx))
 
     def _fix(self, node: cst.Call) -> FixSpec:
         arg = get_arg(node, "pin_memory", PIN_MEMORY)
@@ -185,108 +198,18 @@ class DataLoaderPinMemory(Rule):
             edit = NodeEdit(arg.value, true)
         return FixSpec(SAFE, "Set `pin_memory=True`", (edit,))
 
-    # -- where a loader lives, and where a loop reads from -----------------------------------
-    def _scope(self) -> cst.CSTNode:
-        return _scope_of(self.ctx)
 
-    def _class(self) -> Optional[cst.ClassDef]:
-        return self.ctx.enclosing(cst.ClassDef)
-
-    def _binding_key(self, node: cst.Call) -> Optional[tuple]:
-        parent = self.ctx.parent
-        if isinstance(parent, cst.For) and parent.iter is node:
-            return ("call", id(node))
-        if isinstance(parent, cst.Arg):  # for b in enumerate(DataLoader(...))
-            wrapper = self.ctx.ancestors[-2] if len(self.ctx.ancestors) >= 2 else None
-            return ("call", id(node)) if isinstance(wrapper, cst.Call) else None
-        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
-            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
-            if len(targets) != 1 or self._rebound(targets[0]):
-                return None
-            return self._target_key(targets[0])
-        return None
-
-    def _rebound(self, target: cst.BaseExpression) -> bool:
-        """Is the name or ``self.<attr>`` bound again (``loader = accelerator.prepare(loader)``,
-        ``self.dl = fabric.setup_dataloaders(self.dl)``)? Then a loop over it may iterate a wrapper
-        that moves or pins batches itself, and its ``.to()`` says nothing about this loader."""
-        if isinstance(target, cst.Name):
-            scope, name = self._scope(), target.value
-            roots = [scope.body] if isinstance(scope, (cst.FunctionDef, cst.ClassDef)) else [scope]
-            match = lambda t: isinstance(t, cst.Name) and t.value == name  # noqa: E731
-            skip: Tuple[type, ...] = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
-            cls = self._class()
-            if cls is None:
-                return False
-            roots, attr = [cls.body], target.attr.value
-            match = lambda t: isinstance(t, cst.Attribute) and t.attr.value == attr and _plain_name(t.value) in ("self", "cls")  # noqa: E731
-            skip = (cst.ClassDef,)
-        else:
-            return False
-        count = 0
-        for root in roots:
-            for n in walk(root, skip):
-                if isinstance(n, cst.Assign):
-                    stores = [t.target for t in n.targets]
-                elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
-                    stores = [n.target]
-                elif isinstance(n, cst.AsName):
-                    stores = [n.name]
-                else:
-                    continue
-                count += sum(1 for store in stores for t in walk(store) if match(t))
-        return count > 1
-
-    def _target_key(self, target: cst.BaseExpression) -> Optional[tuple]:
-        if isinstance(target, cst.Name):
-            return ("name", id(self._scope()), target.value)
-        if (
-            isinstance(target, cst.Attribute)
-            and isinstance(target.value, cst.Name)
-            and target.value.value in ("self", "cls")
-        ):
-            cls = self._class()
-            return ("attr", id(cls), target.attr.value) if cls is not None else None
-        return None
-
-    def _iterable_key(self, iterable: cst.BaseExpression) -> Optional[Set[tuple]]:
-        if isinstance(iterable, cst.Call):
-            return {("call", id(iterable))}
-        if isinstance(iterable, cst.Name):
-            scope = self._scope()
-            keys = {("name", id(scope), iterable.value)}
-            if scope is not self.ctx.module and not _binds(scope, iterable.value):
-                keys.add(("name", id(self.ctx.module), iterable.value))  # a module-level loader
-            return keys
-        if isinstance(iterable, cst.Attribute):
-            key = self._target_key(iterable)
-            return {key} if key is not None else None
-        return None
+def _returned_loaders(function: cst.FunctionDef, ctx) -> List[cst.Call]:
+    found: List[cst.Call] = []
+    for value in ctx.semantic.returned_values(function):
+        found += ctx.semantic.loader_calls(value)
+    return found
 
 
-def _scope_of(ctx) -> cst.CSTNode:
-    """The function, lambda or class whose names the node being visited sees; else the module."""
-    for node in reversed(ctx.ancestors):
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            return node
-    return ctx.module
-
-
-def _assigned_value(scope: cst.CSTNode, name: str) -> Optional[cst.BaseExpression]:
-    """The value of the one plain ``name = value`` statement directly in ``scope``'s body."""
-    body = scope.body.body if isinstance(scope, (cst.FunctionDef, cst.ClassDef)) else getattr(scope, "body", ())
-    if not isinstance(body, (list, tuple)):
-        return None
-    values = [
-        small.value
-        for stmt in body
-        if isinstance(stmt, cst.SimpleStatementLine)
-        for small in stmt.body
-        if isinstance(small, cst.Assign)
-        and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
-    ]
-    return values[0] if len(values) == 1 else None
+def _assigned_value(ctx, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """The one value ``name`` holds where it is read (None if several or unknown)."""
+    values = ctx.semantic.values_of(name)
+    return values[0] if values and len(values) == 1 else None
 
 
 def _module_class(module: cst.Module, func: cst.BaseExpression) -> Optional[cst.ClassDef]:
@@ -348,86 +271,15 @@ def _is_docstring_expr(small: cst.BaseSmallStatement) -> bool:
     return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
-def _unwrap_iteration(node: cst.BaseExpression, ctx) -> cst.BaseExpression:
-    """``enumerate(tqdm(loader))`` -> ``loader``."""
-    while isinstance(node, cst.Call) and node.args and node.args[0].keyword is None and not node.args[0].star:
-        name = ctx.resolve_call(node) or _plain_name(node.func)
-        if name not in _ITERATION_WRAPPERS:
-            break
-        node = node.args[0].value
-    return node
-
-
-def _plain_name(node: cst.BaseExpression) -> Optional[str]:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-        return f"{node.value.value}.{node.attr.value}"
-    return None
-
-
-def _names(node: cst.CSTNode) -> Set[str]:
-    return {n.value for n in walk(node) if isinstance(n, cst.Name)}
-
-
-def _binds(scope: cst.CSTNode, name: str) -> bool:
-    """Does this function bind ``name`` locally (a parameter, or an assignment target)?"""
-    if isinstance(scope, cst.FunctionDef):
-        params = scope.params
-        every = [*params.posonly_params, *params.params, *params.kwonly_params]
-        every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-        if any(p.name.value == name for p in every):
-            return True
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
-    return any(
-        isinstance(n, (cst.AssignTarget, cst.For)) and name in bound_names(n.target) for n in walk(body)
-    )
-
-
 def _body_moves_items(loop: cst.For, ctx) -> bool:
     """Does the loop body move a value derived from the loop variables to an accelerator?"""
-    tainted = bound_names(loop.target)
-    flows: List[Tuple[Set[str], Set[str]]] = []  # (names bound, names read) by each binding
-    moves: List[cst.BaseExpression] = []  # receivers of .cuda() / .to(device)
-
-    for n in walk(loop.body):
-        if isinstance(n, cst.Assign):
-            bound: Set[str] = set()
-            for t in n.targets:
-                bound |= bound_names(t.target)
-            flows.append((bound, _names(n.value)))
-        elif isinstance(n, cst.AnnAssign):
-            if n.value is not None:
-                flows.append((bound_names(n.target), _names(n.value)))
-        elif isinstance(n, (cst.CompFor, cst.For)):
-            flows.append((bound_names(n.target), _names(n.iter)))
-        elif isinstance(n, cst.Call) and _moves_to_accelerator(n, ctx):
-            moves.append(n.func.value)
-    if not moves:
+    def compute():
+        for n in walk(loop.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(n, cst.Call) and moves_to_accelerator(n, ctx) and ctx.semantic.derives_from(n.func.value, loop):
+                return True
         return False
-    changed = True
-    while changed:
-        changed = False
-        for bound, read in flows:
-            if read & tainted and not bound <= tainted:
-                tainted |= bound
-                changed = True
-    return any(_names(receiver) & tainted for receiver in moves)
 
-
-def _moves_to_accelerator(node: cst.Call, ctx) -> bool:
-    method = method_call(node)
-    if method is None:
-        return False
-    if method[1] == "cuda":
-        return True
-    if method[1] != "to":
-        return False
-    non_blocking = get_arg(node, "non_blocking", 2)
-    if non_blocking is not None and literal_value(non_blocking.value) is True:
-        return True
-    device = get_arg(node, "device", 0)
-    return device is not None and is_accelerator_device(device.value, ctx)
+    return memo(ctx, "body_moves_items", loop, compute)
 
 
 RULES = [DataLoaderNumWorkers, DataLoaderPinMemory]

@@ -12,6 +12,7 @@ from torchlint.analysis import (
     is_accelerator_device,
     literal_value,
     method_call,
+    move_arguments,
     tensor_factory,
     with_keyword_args,
 )
@@ -170,22 +171,8 @@ def _move_target(
 ) -> Optional[Tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
     """(device expression for the factory, dtype expression or None) if this `.to()`/`.cuda()`
     certainly moves to a device and nothing else is asked of it; else None."""
-    if any(arg.star for arg in node.args):
-        return None
-    params = TENSOR_CUDA_PARAMS if method == "cuda" else TENSOR_TO_PARAMS
-    bound = {}
-    positional = 0
-    for arg in node.args:
-        if arg.keyword is None:
-            if positional >= len(params):
-                return None
-            bound[params[positional]] = arg.value
-            positional += 1
-        elif arg.keyword.value in params:
-            bound[arg.keyword.value] = arg.value
-        else:
-            return None  # memory_format=... or anything we do not model
-    if set(bound) - {"device", "dtype"} - _DROPPABLE:
+    bound = move_arguments(node, TENSOR_CUDA_PARAMS if method == "cuda" else TENSOR_TO_PARAMS)
+    if bound is None or set(bound) - {"device", "dtype"} - _DROPPABLE:
         return None
     device = bound.get("device")
     if method == "cuda":

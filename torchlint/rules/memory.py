@@ -11,6 +11,7 @@ from torchlint.analysis import (
     in_oom_handler,
     is_per_step_function,
     is_training_loop,
+    runs_every_step,
     statement_removal_edits,
     under_memory_switch,
     under_periodic_guard,
@@ -46,6 +47,7 @@ class EmptyCache(Rule):
         "already frees its cache before reporting out of memory."
     )
     requires = (("empty_cache",),)
+    uses_project = True
     fix_applicability = "unsafe"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -57,7 +59,9 @@ class EmptyCache(Rule):
         if loop is not None:
             where = "inside a training loop" if calls_gradient_step(loop, self.ctx) else "inside a loop over a data loader"
             scope = loop
-        elif is_per_step_function(func):
+        elif (why := runs_every_step(self.ctx, kinds=("train", "eval"))) is not None:
+            scope, where = func, f"in `{func.name.value}`, which runs every step ({why}),"
+        elif is_per_step_function(func):  # the call graph says nothing: go by its name
             scope, where = func, f"in `{func.name.value}`, which runs every step,"
         else:
             return

@@ -12,6 +12,7 @@ from torchlint.tree import walk
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
 from torchlint.rules.base import GAP, Rule
+from torchlint.semantic import LOOP
 
 # `set_to_none` became the default of Optimizer/Module.zero_grad in 2.0; it exists since 1.7.
 SET_TO_NONE_DEFAULT = (2, 0)
@@ -105,14 +106,13 @@ class ZeroGradSetToNone(Rule):
             and isinstance(receiver.value, cst.Name)
         ):
             return
-        variable = receiver.value.value
-        loop = self._loop_binding(variable)
+        loop = self._loop_binding(receiver.value)
         if loop is None or self._implements_zero_grad() or self._in_graph_capture():
             return
         if self._accumulates_into_grads():
             return
         fix = None
-        replacement = _loop_replacement(loop, variable, self.ctx.torch_version)
+        replacement = _loop_replacement(loop, receiver.value.value, self.ctx.torch_version)
         if replacement is not None:
             fix = FixSpec(UNSAFE, f"Replace the loop with `{replacement}`", (NodeEdit(loop, replacement),))
         self.report(
@@ -122,15 +122,16 @@ class ZeroGradSetToNone(Rule):
             fix,
         )
 
-    def _loop_binding(self, variable: str) -> Optional[cst.For]:
-        """The innermost for-loop of this function whose target is ``variable``."""
-        for node in reversed(self.ctx.ancestors):
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return None
-            if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
-                if node.target.value == variable:
-                    return node
-        return None
+    def _loop_binding(self, variable: cst.Name) -> Optional[cst.For]:
+        """The for-loop around this call whose target (a plain name) is the only binding of
+        ``variable`` that reaches it (the semantic model: ``p = other`` in the body breaks it)."""
+        bindings = self.ctx.semantic.lookup(variable)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != LOOP:
+            return None
+        loop = bindings[0].statement
+        if not (isinstance(loop, cst.For) and isinstance(loop.target, cst.Name)):
+            return None
+        return loop if any(node is loop for node in self.ctx.ancestors) else None
 
     # -- where zeroing in place is the point --------------------------------------------------
     def _implements_zero_grad(self) -> bool:

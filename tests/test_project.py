@@ -1,0 +1,124 @@
+"""The project model: phase-1 summaries from `ast`, the index, and findings across files that
+follow edits of the other file through the results cache."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import textwrap
+
+import pytest
+
+from torchlint import cache as cache_mod
+from torchlint.cli import main
+from torchlint.project import ProjectIndex, module_name, summarize
+
+METRICS = '''\
+def accuracy(logits, y):
+    return (logits.argmax(1) == y).float().mean().item()
+'''
+TRAIN_EVERY_STEP = '''\
+from metrics import accuracy
+
+def train(model, opt, loader):
+    for x, y in loader:
+        out = model(x.cuda())
+        out.sum().backward()
+        opt.step()
+        acc = accuracy(out, y)
+'''
+TRAIN_ONCE = '''\
+from metrics import accuracy
+
+def train(model, opt, loader):
+    for x, y in loader:
+        out = model(x.cuda())
+        out.sum().backward()
+        opt.step()
+    return accuracy(out, y)
+'''
+
+
+def _summary(path, text):
+    return summarize(ast.parse(textwrap.dedent(text)), str(path))
+
+
+def test_module_names_follow_packages(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "__init__.py").write_text("")
+    assert module_name(str(tmp_path / "pkg" / "sub" / "m.py")) == ("pkg.sub.m", False)
+    assert module_name(str(tmp_path / "pkg" / "sub" / "__init__.py")) == ("pkg.sub", True)
+    assert module_name(str(tmp_path / "script.py")) == ("script", False)
+
+
+def test_relative_imports_and_per_step_propagation_across_files(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    helpers = tmp_path / "pkg" / "helpers.py"
+    train = tmp_path / "pkg" / "train.py"
+    summaries = {
+        str(helpers): _summary(helpers, "def outer(x):\n    return inner(x)\ndef inner(x):\n    return x.item()\n"
+                                        "def once(x):\n    return x.item()\n"),
+        str(train): _summary(train, "from .helpers import outer, once\n"
+                                    "def fit(loader, opt):\n    for b in loader:\n        b.backward()\n"
+                                    "        opt.step()\n        outer(b)\n    once(b)\n"),
+    }
+    facts = ProjectIndex(summaries).facts_for(str(helpers))
+    assert set(facts.per_step) == {"outer", "inner"}
+    assert facts.runs_every_step("inner") == "called every step from train.py:6"
+    assert facts.runs_every_step("once") is None
+    assert ProjectIndex(summaries).facts_for(str(train)).digest == ""
+
+
+def test_calls_under_a_logging_guard_do_not_make_a_function_per_step(tmp_path):
+    path = tmp_path / "t.py"
+    summary = _summary(path, "def log(x):\n    x.item()\ndef fit(loader, opt):\n    for i, b in enumerate(loader):\n"
+                             "        b.backward()\n        opt.step()\n        if i % 10 == 0:\n            log(b)\n")
+    assert ProjectIndex({str(path): summary}).facts_for(str(path)).per_step == {}
+
+
+def test_hooks_and_methods_through_self(tmp_path):
+    path = tmp_path / "m.py"
+    summary = _summary(path, "class M(Base):\n    def training_step(self, b):\n        return self.helper(b)\n"
+                             "    def helper(self, b):\n        return b\n    def validation_step(self, b):\n        pass\n")
+    per_step = ProjectIndex({str(path): summary}).facts_for(str(path)).per_step
+    assert per_step["M.training_step"][0] == per_step["M.helper"][0] == "train"
+    assert per_step["M.validation_step"][0] == "eval"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(cache_mod.ENV_VAR, raising=False)
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+def _findings(capsys):
+    main(["--output-format", "json", "--exit-zero", "--select", "TL201", "."])
+    return [(os.path.basename(d["filename"]), d["code"], d["location"]["row"]) for d in json.loads(capsys.readouterr().out)]
+
+
+def test_editing_only_train_py_moves_the_finding_in_metrics_py(project, capsys):
+    """The finding in metrics.py depends on train.py: the cache must follow that."""
+    (project / "metrics.py").write_text(METRICS)
+    (project / "train.py").write_text(TRAIN_EVERY_STEP)
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]  # warm
+    (project / "train.py").write_text(TRAIN_ONCE)
+    os.utime(project / "train.py", ns=(1, 1))
+    assert _findings(capsys) == []
+    (project / "train.py").write_text(TRAIN_EVERY_STEP)
+    os.utime(project / "train.py", ns=(2, 2))
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]
+
+
+def test_a_single_buffer_is_its_own_project():
+    from torchlint.config import Settings
+    from torchlint.engine import lint_source
+
+    text = METRICS + "\n" + TRAIN_EVERY_STEP.replace("from metrics import accuracy\n", "")
+    found = [(d.code, d.location.row) for d in lint_source(text, "train.py", Settings(select=("TL201",)))]
+    assert found == [("TL201", 2)]

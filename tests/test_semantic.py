@@ -1,0 +1,169 @@
+"""The semantic model: scopes, order-aware bindings, values on the host, loaders."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from torchlint.semantic import ASSIGN, LOOP, PARAM, SemanticModel
+from torchlint.tree import walk
+
+
+def model(code: str):
+    module = cst.parse_module(textwrap.dedent(code))
+    return module, SemanticModel(module)
+
+
+def calls(module):
+    return {cst.Module([]).code_for_node(n.func): n for n in walk(module) if isinstance(n, cst.Call)}
+
+
+def names(module, value):
+    return [n for n in walk(module) if isinstance(n, cst.Name) and n.value == value]
+
+
+def test_function_local_imports_are_scoped():
+    module, sm = model("""
+        def f(m):
+            import torch.nn as nn
+            return nn.DataParallel(m)
+        def g(m):
+            return nn.DataParallel(m)
+    """)
+    found = [sm.resolve(n.func) for n in walk(module) if isinstance(n, cst.Call)]
+    assert found == ["torch.nn.DataParallel", None]
+
+
+def test_a_later_local_definition_shadows_the_import_in_functions():
+    module, sm = model("""
+        from torch.utils.data import DataLoader
+        top = DataLoader(ds)
+        def build(ds):
+            return DataLoader(ds)
+        def DataLoader(ds):
+            return ds
+    """)
+    first, second = [n for n in walk(module) if isinstance(n, cst.Call)]
+    assert sm.resolve(first.func) == "torch.utils.data.DataLoader"  # module code runs in order
+    assert sm.resolve(second.func) is None  # the function runs after `def DataLoader`
+
+
+def test_aliases_parameters_and_import_fallbacks():
+    module, sm = model("""
+        import torch.nn as nn
+        try:
+            import apex
+        except ImportError:
+            apex = None
+        DP = nn.DataParallel
+        def f(m, torch):
+            DP(m)
+            apex.amp.initialize(m)
+            torch.zeros(3)
+    """)
+    c = calls(module)
+    assert sm.resolve(c["DP"].func) == "torch.nn.DataParallel"
+    assert sm.resolve(c["apex.amp.initialize"].func) == "apex.amp.initialize"
+    assert sm.resolve(c["torch.zeros"].func) is None  # a parameter named torch
+
+
+def test_reaching_definitions_are_order_aware_in_loops():
+    module, sm = model("""
+        def f(loader, x):
+            for points, label in loader:
+                a = points.data.numpy()
+                points = points.cuda()
+                b = points.sum()
+            x = 1
+            y = x
+    """)
+    reads = names(module, "points")
+    # the read before the move sees the loop target only; the back edge is cut by the rebinding
+    before = sm.lookup(reads[1])
+    assert [b.kind for b in before] == [LOOP]
+    after = sm.lookup(reads[4])
+    assert [b.kind for b in after] == [ASSIGN]
+    x_read = names(module, "x")[-1]
+    assert [b.kind for b in sm.lookup(x_read)] == [ASSIGN]
+
+
+def test_branches_and_back_edges_give_every_possible_binding():
+    module, sm = model("""
+        def f(loader, flag):
+            state = None
+            for batch in loader:
+                use(state)
+                state = batch.cuda()
+            if flag:
+                z = 1
+            else:
+                z = 2
+            use(z)
+    """)
+    state_read = names(module, "state")[1]
+    kinds = sorted(b.value is None or cst.Module([]).code_for_node(b.value) for b in sm.lookup(state_read))
+    assert kinds == ["None", "batch.cuda()"]
+    z_read = names(module, "z")[-1]
+    assert len(sm.lookup(z_read)) == 2
+
+
+def test_self_attributes_across_methods():
+    module, sm = model("""
+        class T:
+            def __init__(self, ds):
+                self.loader = DataLoader(ds)
+            def run(self):
+                for b in self.loader:
+                    pass
+    """)
+    loop = next(n for n in walk(module) if isinstance(n, cst.For))
+    bindings = sm.attribute_bindings(loop.iter, "loader")
+    assert [cst.Module([]).code_for_node(b.value) for b in bindings] == ["DataLoader(ds)"]
+
+
+def test_on_host():
+    module, sm = model("""
+        def f(loader, model):
+            for x, y in loader:
+                a = x[0]
+                v = model(x.cuda()).cpu()
+                w = model(x.cuda())
+                use(a, v, w, y)
+    """)
+    is_loader = lambda n: isinstance(n, cst.Name) and n.value == "loader"  # noqa: E731
+    use = next(n for n in walk(module) if isinstance(n, cst.Call) and getattr(n.func, "value", None) == "use")
+    a, v, w, y = (arg.value for arg in use.args)
+    assert sm.on_host(a, is_loader) and sm.on_host(v, is_loader) and sm.on_host(y, is_loader)
+    assert not sm.on_host(w, is_loader)
+
+
+def test_loader_calls_through_names_wrappers_and_factories():
+    module, sm = model("""
+        from torch.utils.data import DataLoader
+        def make(ds):
+            return DataLoader(ds)
+        def f(ds, accelerator):
+            a = DataLoader(ds)
+            b = accelerator.prepare(DataLoader(ds))
+            for i, (x, y) in enumerate(a):
+                pass
+            for x in b:
+                pass
+            for x in make(ds):
+                pass
+    """)
+    loops = [n for n in walk(module) if isinstance(n, cst.For)]
+
+    def factory(call):
+        function = sm.module_function(call.func)
+        return [c for v in sm.returned_values(function) for c in sm.loader_calls(v)] if function else []
+
+    assert len(sm.loader_calls(loops[0].iter)) == 1
+    assert sm.loader_calls(loops[1].iter) == []  # a wrapper we cannot see into
+    assert len(sm.loader_calls(loops[2].iter, factory)) == 1
+
+
+def test_parameters_are_bound():
+    module, sm = model("def f(a):\n    return a\n")
+    assert [b.kind for b in sm.lookup(names(module, "a")[-1])] == [PARAM]
