@@ -105,12 +105,39 @@ def _overrides(args):
 
 def _write_report(text: str, args) -> None:
     if args.output_file:
-        from torchlint.atomic import atomic_write_text
+        from torchlint.atomic import write_report
 
-        atomic_write_text(args.output_file, text)
+        try:  # never replaces a device, FIFO or symlink; see atomic.write_report
+            write_report(args.output_file, text.encode("utf-8"))
+        except OSError as exc:
+            raise UsageError(f"cannot write report to {args.output_file}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _check_output_file(path: str) -> None:
+    """Refuse an ``-o`` target that cannot be written before spending a run on it."""
+    import stat
+
+    target = os.path.realpath(path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        folder = os.path.dirname(target)
+        if not os.path.isdir(folder):
+            raise UsageError(f"cannot write report to {path}: folder {os.path.dirname(path) or '.'} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"cannot write report to {path}: folder is not writable")
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot write report to {path}: {exc.strerror or exc}")
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"cannot write report to {path}: is a folder")
+    if stat.S_ISREG(st.st_mode) and (not os.access(target, os.W_OK) or not st.st_mode & 0o222):
+        raise UsageError(f"cannot write report to {path}: permission denied (file is not writable)")
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        raise UsageError(f"cannot write report to {path}: not a regular file, terminal or FIFO")
 
 
 def run_check(argv: Sequence[str]) -> int:
@@ -121,6 +148,8 @@ def run_check(argv: Sequence[str]) -> int:
         raise UsageError("--jobs must be at least 1")
     if args.diff and args.fix_only:
         raise UsageError("--diff and --fix-only cannot be combined")
+    if args.output_file:
+        _check_output_file(args.output_file)
     try:
         resolver = SettingsResolver(_overrides(args), config_file=args.config, isolated=args.isolated)
         paths = args.paths or ["."]
@@ -206,7 +235,12 @@ def report(result, args, resolver, fixed_note: Optional[str] = None, checked_pat
     if fmt in HUMAN_FORMATS and not args.quiet:
         if fixed_note:
             print(fixed_note, file=sys.stderr)
-        print(summary(result.diagnostics, result.files_checked), file=sys.stderr)
+        if result.errors and not result.diagnostics:  # not "All checks passed!": some were not
+            n = len(result.errors)
+            print(f"{n} error{'s' if n != 1 else ''}; not every file was checked "
+                  f"({result.files_checked} file{'s' if result.files_checked != 1 else ''}).", file=sys.stderr)
+        else:
+            print(summary(result.diagnostics, result.files_checked), file=sys.stderr)
         fixable = sum(
             1 for d in result.diagnostics if d.fix and (d.fix.applicability == "safe" or args.unsafe_fixes)
         )
@@ -251,3 +285,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except RecursionError as exc:  # before Exception: the generic path could recurse again
+        print(f"torchlint: internal error: RecursionError: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except MemoryError:
+        print("torchlint: internal error: out of memory", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # a bug: exit 2 (1 means findings), one line, the details on request
+        if os.environ.get("TORCHLINT_TRACEBACK"):
+            import traceback
+
+            traceback.print_exc()
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"torchlint: internal error: {exc.__class__.__name__}: {message} "
+              "(set TORCHLINT_TRACEBACK=1 for the traceback)", file=sys.stderr)
+        return EXIT_ERROR

@@ -53,15 +53,13 @@ class _OffsetState(CodegenState):
         end_node: Optional[cst.CSTNode] = None,
     ) -> Iterator[None]:
         start = self.offset
-        try:
-            yield
-        finally:
-            end = self.offset
-            if start_node is not None:
-                start = self.spans[start_node][0]
-            if end_node is not None:
-                end = self.spans[end_node][1]
-            self.spans[node] = (start, end)
+        yield  # not in try/finally: a KeyError there would replace a KeyboardInterrupt in flight
+        end = self.offset
+        if start_node is not None:
+            start = self.spans[start_node][0]
+        if end_node is not None:
+            end = self.spans[end_node][1]
+        self.spans[node] = (start, end)
 
 
 def node_spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:

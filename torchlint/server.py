@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -562,6 +563,98 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class FramedReader:
+    """stdin for pygls, one well-formed LSP message at a time.
+
+    pygls reads headers with ``readline`` and the body with ``read(Content-Length)``; a header
+    it cannot parse makes it skip lines, and since a body ends without a newline every later
+    message is glued to the one before and lost: the server goes silent for good. Here each
+    header block is checked first (``Content-Length`` digits only, at most ``MAX_BODY``) and
+    a body must look like JSON; after a malformed message the reader logs one line and resyncs
+    at the next line that ends with a valid ``Content-Length`` header. At the end of input it
+    returns b"", and pygls stops."""
+
+    MAX_BODY = 64 * 1024 * 1024
+    _HEADER = re.compile(rb"Content-Length:[ \t]*(\d{1,12})[ \t]*\r?\n\Z", re.IGNORECASE)
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._buffer = b""  # bytes read from the stream but not yet parsed (after a resync)
+        self._pending = b""  # the canonical message being handed to pygls
+        self.malformed = 0
+
+    # -- what pygls calls --
+    def readline(self) -> bytes:
+        if not self._pending:
+            self._pending = self._next_message()
+        line, sep, rest = self._pending.partition(b"\n")
+        self._pending = rest
+        return line + sep
+
+    def read(self, n: int) -> bytes:
+        data, self._pending = self._pending[:n], self._pending[n:]
+        return data
+
+    # -- the stream --
+    def _line(self) -> bytes:
+        if self._buffer:
+            line, sep, rest = self._buffer.partition(b"\n")
+            if sep:
+                self._buffer = rest
+                return line + sep
+            self._buffer = b""
+            return line + self._stream.readline(self.MAX_BODY)
+        return self._stream.readline(self.MAX_BODY)
+
+    def _exactly(self, n: int) -> bytes:
+        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        while len(data) < n:
+            chunk = self._stream.read(n - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def _bad(self, why: str) -> None:
+        self.malformed += 1
+        logger.error("malformed message from the client (%s); skipping to the next Content-Length header", why)
+
+    def _next_message(self) -> bytes:
+        length: Optional[int] = None
+        while True:
+            line = self._line()
+            if not line:
+                return b""  # end of input: pygls stops, the server exits
+            match = self._HEADER.search(line)
+            if match and (match.start() == 0 or length is None):
+                if match.start() != 0:  # a header glued to the end of a broken body: resync here
+                    self._bad("header not at the start of a line")
+                size = int(match.group(1))
+                length = size if size <= self.MAX_BODY else None
+                if length is None:
+                    self._bad(f"Content-Length {size} over {self.MAX_BODY}")
+                continue
+            if line.strip():  # another header (Content-Type) or garbage
+                if length is None or b":" not in line:
+                    self._bad(f"unexpected header line {line[:40]!r}")
+                    length = None
+                continue
+            if length is None:  # a blank line without a valid Content-Length before it
+                self._bad("no valid Content-Length")
+                continue
+            body = self._exactly(length)
+            if len(body) < length:
+                return b""
+            if not body.lstrip()[:1] in (b"{", b"[") or body.rstrip()[-1:] not in (b"}", b"]"):
+                self._bad("body is not a JSON message")
+                at = body.find(b"Content-Length:")  # the length was too long: the next message is in it
+                if at >= 0:
+                    self._buffer = body[at:] + self._buffer
+                length = None
+                continue
+            return b"Content-Length: %d\r\n\r\n%s" % (length, body)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(list(argv or []))
     try:
@@ -578,5 +671,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    create_server(args.debounce_ms).start_io()
+    create_server(args.debounce_ms).start_io(FramedReader(sys.stdin.buffer), sys.stdout.buffer)
     return 0
