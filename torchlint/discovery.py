@@ -3,6 +3,10 @@
 Skips VCS folders, virtual environments, caches and build output, the configured ``exclude``
 globs and what ``.gitignore`` files ignore. A file named explicitly is always linted, unless
 ``--force-exclude`` asks that excludes apply to it too (pre-commit passes every changed file).
+
+Nothing is silently dropped: a ``.py`` name that is not a regular file (a FIFO, a symlink to a
+device) and a folder that cannot be listed are returned like files, and the read stage reports
+each as TL002 with the reason. Temporary files left by killed ``--fix`` runs are reaped on the way.
 """
 
 from __future__ import annotations
@@ -121,21 +125,23 @@ def discover(
     force_exclude: bool = False,
 ) -> List[str]:
     """Python files under ``paths``, sorted, each once."""
+    from torchlint.atomic import reap_stale
+
     found: Dict[str, None] = {}
     for given in paths:
-        if os.path.isfile(given) or not os.path.exists(given):
-            if not os.path.exists(given):
-                found[given] = None  # reported as unreadable later: the user named it
+        if not os.path.isdir(given):  # a file, a FIFO, a device, or nothing: the user named it
+            if os.path.lexists(given) and force_exclude and _explicit_excluded(given, resolver):
                 continue
-            if force_exclude and _explicit_excluded(given, resolver):
-                continue
-            found[given] = None
+            found[given] = None  # anything but a regular file is reported by the read stage
             continue
         gitignore = GitIgnore()
         settings = resolver.for_path(given)
         if settings.respect_gitignore:
             gitignore.load_ancestors(given)
-        for root, dirs, files in os.walk(given):
+        unlistable: List[str] = []
+        for root, dirs, files in os.walk(given, onerror=lambda exc: unlistable.append(exc.filename)):
+            while unlistable:  # a folder os.walk could not list: TL002 for it, not silence
+                found[os.path.normpath(unlistable.pop())] = None
             settings = resolver.for_path(root)
             if settings.respect_gitignore:
                 gitignore.load_dir(os.path.abspath(root))
@@ -150,6 +156,8 @@ def discover(
                     continue
                 kept.append(d)
             dirs[:] = kept
+            if any(f.startswith(".torchlint-") for f in files):
+                reap_stale(root, files)
             suffixes = PY_SUFFIXES + NOTEBOOK_SUFFIXES if settings.include_notebooks else PY_SUFFIXES
             for f in sorted(files):
                 if not f.endswith(suffixes):
@@ -160,6 +168,8 @@ def discover(
                 if settings.respect_gitignore and gitignore.is_ignored(full, False):
                     continue
                 found[os.path.normpath(full)] = None
+        while unlistable:  # the last folder listed, or ``given`` itself
+            found[os.path.normpath(unlistable.pop())] = None
     return sorted(found)
 
 
