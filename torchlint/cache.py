@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 from typing import Dict, List, Optional, Tuple
@@ -326,6 +327,8 @@ class Cache:
         if entry.size != st.st_size and not notebook:
             return None, st
         # same size, different or untrustworthy mtime: compare contents
+        if not stat.S_ISREG(st.st_mode):  # a FIFO (size 0) would block the read below
+            return None, st
         try:
             with open(key, "rb") as fh:
                 digest = file_digest(fh.read(), key) if notebook else content_hash(fh.read())
