@@ -71,6 +71,15 @@ def expand_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
         if named:
             out.add(named)
             continue
+        from torchlint.deprecations import TORCHFIX_CODES  # migration: TorchFix's codes, once each
+
+        if sel.upper() in TORCHFIX_CODES:
+            tl_code, warned = TORCHFIX_CODES[sel.upper()], expand_codes.__dict__.setdefault("warned", set())
+            if sel.upper() not in warned:
+                warned.add(sel.upper())
+                print(f"torchlint: warning: {where}: TorchFix code {sel} is deprecated; use {tl_code}", file=sys.stderr)
+            out.add(tl_code)
+            continue
         matched = [c for c in codes if c.startswith(sel.upper())] if re.fullmatch(r"(?i)TL\d*", sel) else []
         if not matched:
             raise ConfigError(f"{where}: unknown rule code or prefix {selector!r}")

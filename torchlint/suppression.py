@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Dict, FrozenSet, Iterable, List, Optional
 
+from torchlint.deprecations import TORCHFIX_CODES
 from torchlint.diagnostics import Diagnostic
 from torchlint.locator import Locator
 
@@ -24,7 +25,9 @@ ALL = None  # marker: every code is suppressed
 def _codes(text: Optional[str]) -> Optional[FrozenSet[str]]:
     if not text:
         return ALL
-    return frozenset(c.upper() for c in re.split(r"[,\s]+", text.strip()) if c)
+    codes = frozenset(c.upper() for c in re.split(r"[,\s]+", text.strip()) if c)
+    # TorchFix's codes keep working: `# noqa: TOR102` suppresses TL901 (torchlint/deprecations.py).
+    return codes | {TORCHFIX_CODES[c] for c in codes if c in TORCHFIX_CODES}
 
 
 def file_exemptions(text: str):
