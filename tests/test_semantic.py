@@ -167,3 +167,35 @@ def test_loader_calls_through_names_wrappers_and_factories():
 def test_parameters_are_bound():
     module, sm = model("def f(a):\n    return a\n")
     assert [b.kind for b in sm.lookup(names(module, "a")[-1])] == [PARAM]
+
+
+def _ancestors(module, target):
+    """The path from the module down to ``target`` (excluded)."""
+    from torchlint.tree import _children
+
+    stack = [(module, [])]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        stack.extend((child, path + [node]) for child in _children(node))
+    raise AssertionError("not found")
+
+
+def test_resolve_at_agrees_with_the_full_model():
+    module, sm = model("""
+        import torch
+        from torch.utils.data import DataLoader
+        import torch.nn as nn
+        DP = nn.DataParallel
+        top = DataLoader(ds)
+        def f(m):
+            import torch.nn as nn2
+            return nn2.DataParallel(m), DP(m), DataLoader(ds)
+        def g(m, torch):
+            return nn2.DataParallel(m), torch.zeros(3)
+        def DataLoader(ds):
+            return ds
+    """)
+    for call in (n for n in walk(module) if isinstance(n, cst.Call)):
+        assert sm.resolve_at(call.func, _ancestors(module, call)) == sm.resolve(call.func), cst.Module([]).code_for_node(call)

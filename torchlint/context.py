@@ -108,10 +108,10 @@ class FileContext:
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:
         """Canonical qualified name of a Name/Attribute, through the imports visible where it is
         read (function-local imports, local definitions that shadow an import)."""
-        return self.semantic.resolve(node)
+        return self.semantic.resolve_at(node, self.ancestors)
 
     def resolve_call(self, node: cst.CSTNode) -> Optional[str]:
-        return self.semantic.resolve(node.func) if isinstance(node, cst.Call) else None
+        return self.semantic.resolve_at(node.func, self.ancestors) if isinstance(node, cst.Call) else None
 
     @property
     def torch_version(self) -> Tuple[int, int]:

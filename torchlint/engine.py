@@ -174,7 +174,7 @@ def first_pass(text: str, path: str, settings) -> Tuple[Optional[dict], Optional
     once the project index is built."""
     codes = settings.codes_for_path(path)
     tree, error = _ast_parse(text, path)
-    summary = summarize(tree, path) if tree is not None else None
+    summary = summarize(tree, path, text) if tree is not None else None
     if candidate_rules(text, path, settings, codes):
         return summary, None, True
     rules = [r for r in all_rules() if r.code in codes and r.uses_project]

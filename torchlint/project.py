@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 import json
 import os
 from dataclasses import dataclass, field
@@ -157,6 +158,11 @@ def _is_gradient_step(call: ast.Call) -> bool:
 
 class _Summarizer:
     def __init__(self, module: str, is_package: bool) -> None:
+        #: The source and its line offsets, when the file is summarised the cheap way (no
+        #: gradient step in it).
+        self.text = ""
+        self.lines: Optional[List[int]] = None
+        self.loaders_possible = True
         self.module = module
         self.package = module if is_package else module.rpartition(".")[0]
         self.imports: Dict[str, str] = {}
@@ -187,12 +193,52 @@ class _Summarizer:
             if alias.name != "*":
                 table[alias.asname or alias.name] = f"{base}.{alias.name}"
 
+    def cheap_body(self, node, qualname: str, cls: Optional[ast.ClassDef], record: dict) -> None:
+        """Nested functions and classes from the statements; calls from the source text."""
+        local_imports: Dict[str, str] = {}
+        stack = list(node.body)
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.function(stmt, qualname, cls)
+            elif isinstance(stmt, ast.ClassDef):
+                inner = f"{qualname}.{stmt.name}"
+                for item in stmt.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.function(item, inner, stmt)
+            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                self.add_import(stmt, local_imports)
+            else:
+                for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                    stack.extend(getattr(stmt, field_name, ()) or ())
+        start = node.body[0].lineno - 1 if node.body else node.lineno
+        offsets = self.lines
+        end = min(node.end_lineno or node.lineno, len(offsets) - 1)
+        seen = set()
+        for callee in set(_CALL_TEXT.findall(self.text, offsets[start], offsets[end])):
+            if callee in _NOT_CALLS or callee.endswith("."):
+                continue
+            head = callee.split(".", 1)[0]
+            if "." in callee and head not in ("self", "cls") and head not in local_imports and head not in self.imports:
+                continue
+            record["calls"].append(self.qualify(callee, local_imports))
+
     def run(self, tree: ast.Module) -> dict:
         for stmt in tree.body:  # module-level imports first: functions see them whatever the order
             for node in _module_level(stmt):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     self.add_import(node, self.imports)
-        self.body(tree.body, None, None, self.top)
+        if self.lines is None:
+            self.body(tree.body, None, None, self.top)
+        else:  # only the definitions: module-level code of a file without a gradient step
+            for stmt in tree.body:
+                for node in _module_level(stmt):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.function(node, None, None)
+                    elif isinstance(node, ast.ClassDef):
+                        for item in node.body:
+                            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                                self.function(item, node.name, node)
         return {"v": SUMMARY_VERSION, "module": self.module, "imports": self.imports,
                 "functions": self.functions, "top": self.top}
 
@@ -311,8 +357,11 @@ class _Summarizer:
                   "class": qualname.rsplit(".", 1)[0] if cls is not None else None,
                   "returns_loader": False}
         self.functions[qualname] = record
-        self.body(node.body, qualname, cls, record)
-        record["returns_loader"] = _returns_loader(node)
+        if self.lines is None:
+            self.body(node.body, qualname, cls, record)
+        else:
+            self.cheap_body(node, qualname, cls, record)
+        record["returns_loader"] = _returns_loader(node) if self.loaders_possible else False
 
 
 def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
@@ -358,10 +407,28 @@ def _is_loader_call(call: ast.Call) -> bool:
     return bool(name) and name.rsplit(".", 1)[-1] == "DataLoader"
 
 
-def summarize(tree: ast.Module, path: str) -> dict:
-    """Phase 1: the summary of one parsed file."""
+# A file that may hold a training loop (a gradient step) or an optimizer closure: its loops are
+# walked node by node. Others only need their functions and the names they call.
+_ROOT_TEXT = re.compile(r"\.\s*(?:backward|step)\s*\(")
+# `name(`, `self.name(`, `mod.sub.name(` in a function's source: the calls it may make.
+_CALL_TEXT = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)[ \t]*\(")
+_NOT_CALLS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "not", "in", "is", "print",
+                        "def", "class", "lambda", "assert", "yield", "await", "with", "except", "del"})
+
+
+def summarize(tree: ast.Module, path: str, text: Optional[str] = None) -> dict:
+    """Phase 1: the summary of one parsed file. Given the text, a file without a gradient step
+    is summarised from its statements and the call names in each function's source (a regex,
+    an order of magnitude cheaper than visiting every expression node); its loops cannot make
+    anything run every step."""
     module, is_package = module_name(path)
-    return _Summarizer(module, is_package).run(tree)
+    summarizer = _Summarizer(module, is_package)
+    if text is not None:
+        summarizer.loaders_possible = "DataLoader" in text
+        if not _ROOT_TEXT.search(text):
+            summarizer.text = text
+            summarizer.lines = [0] + [m.end() for m in re.finditer("\n", text)] + [len(text)]
+    return summarizer.run(tree)
 
 
 # -- phase 2: the project index ----------------------------------------------------------------
@@ -467,4 +534,4 @@ def summarize_text(text: str, path: str) -> Optional[dict]:
             tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    return summarize(tree, path)
+    return summarize(tree, path, text)

@@ -26,7 +26,7 @@ The model is about names and values, never about heuristics on words; those stay
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -106,24 +106,116 @@ def _is_prefix(inner: tuple, outer: tuple) -> bool:
 
 
 class SemanticModel:
+    """Two tiers, each built on first use: ``resolve_at`` (what a name stands for where a rule
+    is looking) needs only the bindings each scope's *statements* make, a walk of a tenth of the
+    tree; data-flow questions (``lookup``, ``on_host``, ``loader_calls`` ...) build the full model
+    of every read and binding once per file."""
+
     def __init__(self, module: cst.Module, imports: Optional[ImportTable] = None) -> None:
         self.module = module
         self.imports = imports or ImportTable.from_module(module)
-        self.scopes: Dict[int, Scope] = {}
+        self._scopes: Optional[Dict[int, Scope]] = None
         self.reads: Dict[int, _Read] = {}  # id(Name read) -> where it is
         self.scope_of_node: Dict[int, Scope] = {}  # id(statement or scope node) -> enclosing scope
+        self.block_owner: Dict[int, cst.CSTNode] = {}
         self._resolving: Set[int] = set()
-        self._build()
+        self._statement_bindings: Dict[int, "_ScopeNames"] = {}
 
-    # -- building ---------------------------------------------------------------------------
+    @property
+    def scopes(self) -> Dict[int, Scope]:
+        if self._scopes is None:
+            self._scopes = {}
+            self._build()
+        return self._scopes
+
+    # -- tier 1: what a name stands for --------------------------------------------------------
+    def resolve_at(self, node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> Optional[str]:
+        """Canonical qualified name of a Name/Attribute chain read below ``ancestors``, through
+        the imports visible there: a function-local import counts in its function only, a
+        local variable, parameter or project ``def``/``class`` of that name hides the import
+        (``def DataLoader`` anywhere at module level hides it from every function), and
+        ``DP = nn.DataParallel`` is followed."""
+        name = dotted_name(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        found = self._head_at(head, ancestors)
+        if found is None:
+            return None
+        return canonical_name(f"{found}.{rest}" if rest else found)
+
+    def _head_at(self, head: str, ancestors: Sequence[cst.CSTNode]) -> Optional[str]:
+        innermost = True
+        for scope in reversed(ancestors):
+            if not isinstance(scope, SCOPE_NODES):
+                continue
+            if isinstance(scope, cst.ClassDef) and not innermost:
+                continue
+            innermost = False
+            names = self._names(scope)
+            if head in names.globals:
+                break
+            bindings = names.bindings.get(head)
+            if bindings:
+                return self._qualified(bindings, ancestors)
+        bindings = self._names(self.module).bindings.get(head)
+        if bindings:
+            if not any(isinstance(a, SCOPE_NODES) for a in ancestors) and len(ancestors) > 1:
+                top = self._top_index(ancestors[1])  # module code runs in order
+                if top is not None:
+                    before = [b for b in bindings if b[3] <= top]
+                    bindings = before[-1:] if before and before[-1][3] < top else before
+                    if not bindings:
+                        return None
+            return self._qualified(bindings, ancestors)
+        for module in self.imports.star_modules:
+            from torchlint.torch_api import STAR_EXPORTS
+
+            if head in STAR_EXPORTS.get(module, ()):
+                return f"{module}.{head}"
+        return None
+
+    def _qualified(self, bindings: List[tuple], ancestors) -> Optional[str]:
+        main = [b for b in bindings if not b[4]] or bindings  # leave out `except ImportError:` fallbacks
+        found: Set[str] = set()
+        for kind, qualified, value, _, _ in main:
+            if kind == IMPORT:
+                if qualified.startswith("."):
+                    return None  # the project's own module
+                found.add(qualified)
+            elif kind == ASSIGN and isinstance(value, (cst.Name, cst.Attribute)) and id(value) not in self._resolving:
+                self._resolving.add(id(value))
+                try:
+                    target = self.resolve_at(value, [self.module])
+                finally:
+                    self._resolving.discard(id(value))
+                if target is None:
+                    return None
+                found.add(target)
+            else:
+                return None
+        return found.pop() if len(found) == 1 else None
+
+    def _top_index(self, statement: cst.CSTNode) -> Optional[int]:
+        for index, top in enumerate(self.module.body):
+            if top is statement:
+                return index
+        return None
+
+    def _names(self, scope: cst.CSTNode) -> "_ScopeNames":
+        names = self._statement_bindings.get(id(scope))
+        if names is None:
+            names = self._statement_bindings[id(scope)] = _ScopeNames(scope)
+        return names
+
+    # -- tier 2: building the full model -------------------------------------------------------
     def _build(self) -> None:
         counter = 0
         module_scope = Scope(self.module, None)
-        self.scopes[id(self.module)] = module_scope
+        self._scopes[id(self.module)] = module_scope
         # (node, scope, blocks) or a marker (None, bindings, None) that sets their order when popped.
         stack: List[tuple] = [(child, module_scope, ()) for child in reversed(_children(self.module))]
-        owners: Dict[int, cst.CSTNode] = {}
-        self.block_owner = owners
+        owners = self.block_owner
         while stack:
             node, scope, blocks = stack.pop()
             counter += 1
@@ -293,10 +385,12 @@ class SemanticModel:
     # -- scopes -----------------------------------------------------------------------------
     def scope_for(self, node: cst.CSTNode) -> Optional[Scope]:
         """The scope a node sits in (for a scope node: the one it creates)."""
+        self.scopes  # noqa: B018 - builds the full model
         found = self.scopes.get(id(node))
         return found if found is not None else self.scope_of_node.get(id(node))
 
     def enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+        self.scopes  # noqa: B018 - builds the full model
         scope = self.scope_of_node.get(id(node))
         while scope is not None:
             if isinstance(scope.node, cst.ClassDef):
@@ -308,6 +402,7 @@ class SemanticModel:
     def lookup(self, name: cst.Name) -> Optional[List[Binding]]:
         """The bindings whose value a read of ``name`` may see; None when no scope binds it
         (a builtin, a star import, or a name this model never saw)."""
+        self.scopes  # noqa: B018 - builds the full model
         read = self.reads.get(id(name))
         if read is None:
             return None
@@ -598,3 +693,84 @@ def _import_names(node) -> Iterable[Tuple[str, str, cst.CSTNode]]:
         # relative imports are the project's own code: bound, but never torch
         qualified = f"{module}.{alias.name.value}" if module and not node.relative else f".{alias.name.value}"
         yield local, qualified, alias
+
+
+class _ScopeNames:
+    """Tier 1: the names one scope binds, from its statements alone (not its expressions:
+    walrus targets are not seen). Each binding: (kind, qualified, value, top-level statement
+    index (module scope), in an ``except`` handler)."""
+
+    __slots__ = ("bindings", "globals")
+
+    def __init__(self, scope: cst.CSTNode) -> None:
+        self.bindings: Dict[str, List[tuple]] = {}
+        self.globals: Set[str] = set()
+        if isinstance(scope, FUNCTION_SCOPES):
+            for p in _params(scope.params):
+                self._add(p.name.value, PARAM, None, None, 0, False)
+        if isinstance(scope, COMPREHENSIONS):
+            f = scope.for_in
+            while f is not None:
+                for name, _ in _targets(f.target):
+                    self._add(name, LOOP, None, None, 0, False)
+                f = f.inner_for_in
+            return
+        if isinstance(scope, cst.Lambda):
+            return
+        body = scope.body if isinstance(scope, cst.Module) else scope.body.body
+        if not isinstance(body, (list, tuple)):  # `def f(): return x` on one line
+            body = [scope.body]
+        for index, statement in enumerate(body):
+            self._statement(statement, index, False)
+
+    def _add(self, name, kind, qualified, value, index, in_except) -> None:
+        self.bindings.setdefault(name, []).append((kind, qualified, value, index, in_except))
+
+    def _statement(self, root: cst.CSTNode, index: int, in_except: bool) -> None:
+        stack = [(root, in_except)]
+        while stack:
+            node, handler = stack.pop()
+            if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                for small in node.body:
+                    self._small(small, index, handler)
+                continue
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                self._add(node.name.value, DEF if isinstance(node, cst.FunctionDef) else CLASS, None, None, index, handler)
+                continue
+            if isinstance(node, cst.For):
+                for name, _ in _targets(node.target):
+                    self._add(name, LOOP, None, node.iter, index, handler)
+            elif isinstance(node, cst.With):
+                for item in node.items:
+                    if item.asname is not None:
+                        for name, _ in _targets(item.asname.name):
+                            self._add(name, WITH, None, item.item, index, handler)
+            elif isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)):
+                if node.name is not None:
+                    self._add(node.name.name.value, EXCEPT, None, None, index, True)
+                stack.append((node.body, True))
+                continue
+            for child in _children(node):
+                if isinstance(child, (cst.BaseSuite, cst.BaseCompoundStatement, cst.SimpleStatementLine,
+                                      cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler,
+                                      cst.MatchCase)):
+                    stack.append((child, handler))
+
+    def _small(self, small: cst.BaseSmallStatement, index: int, handler: bool) -> None:
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            for local, qualified, _ in _import_names(small):
+                self._add(local, IMPORT, qualified, None, index, handler)
+        elif isinstance(small, cst.Assign):
+            for target in small.targets:
+                for name, t in _targets(target.target):
+                    self._add(name, ASSIGN, None, small.value if t is target.target else None, index, handler)
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+            for name, _ in _targets(small.target):
+                self._add(name, ASSIGN if isinstance(small, cst.AnnAssign) and small.value is not None else AUGMENT,
+                          None, getattr(small, "value", None) if isinstance(small, cst.AnnAssign) else None,
+                          index, handler)
+        elif isinstance(small, (cst.Global, cst.Nonlocal)):
+            self.globals.update(n.name.value for n in small.names)
+        elif isinstance(small, cst.Del):
+            for name, _ in _targets(small.target):
+                self._add(name, AUGMENT, None, None, index, handler)
