@@ -372,3 +372,49 @@ def test_stdin_with_a_notebook_filename(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw.encode())))
     assert main(["--isolated", "--output-format", "concise", "--stdin-filename", "nb.ipynb", "-"]) == 1
     assert capsys.readouterr().out == "nb.ipynb:cell 1:2:5: TL202 Tensor is created on the CPU and then copied to the device; create it there directly with `device=`.\n"
+
+
+# -- the language server ------------------------------------------------------------------------
+
+def test_lint_for_editor_points_into_the_json_and_its_fix_rewrites_the_cell():
+    from torchlint.edits import apply_edits
+    from torchlint.notebook import lint_for_editor
+
+    raw = (NOTEBOOKS / "train.ipynb").read_text()
+    found_ = {d.code: d for d in lint_for_editor(raw, "train.ipynb", ALL)}
+    d = found_["TL202"]
+    line = raw.splitlines()[d.location.row - 1]
+    assert line[d.location.column - 1:d.end_location.column - 1] == "torch.zeros(16, 3, 32, 32).cuda()"
+    fixed = json.loads(apply_edits(raw, d.fix.edits))
+    assert "".join(fixed["cells"][8]["source"]).startswith('noise = torch.zeros(16, 3, 32, 32, device="cuda")')
+    # a client's Python view of the notebook: IPython lines masked, positions unchanged
+    view = "%matplotlib inline\nimport torch\nx = torch.zeros(3).cuda()\n!ls\n"
+    assert [(d.code, d.location.row, d.location.column) for d in lint_for_editor(view, "v.ipynb", ALL)] == [("TL202", 3, 5)]
+
+
+def test_server_lints_an_ipynb_text_document_and_offers_its_fix(tmp_path):
+    pytest.importorskip("pygls")
+    from test_server import LspClient, code_action, uri_of  # noqa: F401  (the JSON-RPC test client)
+    import os
+    import sys
+
+    (tmp_path / ".git").mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    client = LspClient(tmp_path, [sys.executable, "-m", "torchlint", "server", "--debounce-ms", "0"], env)
+    try:
+        client.initialize_result = client.initialize(tmp_path)
+        path = tmp_path / "nb.ipynb"
+        raw = notebook("import torch\n", ("markdown", "# data"), "x = torch.zeros(3).cuda()\n")
+        path.write_text(raw)
+        uri = uri_of(path)
+        client.open(uri, raw, language="json")
+        published = client.diagnostics(uri, 1)["diagnostics"]
+        assert [d["code"] for d in published] == ["TL202"]
+        start = published[0]["range"]["start"]
+        assert raw.splitlines()[start["line"]][start["character"]:].startswith("torch.zeros(3).cuda()")
+        actions = code_action(client, uri, published, only=["quickfix"])
+        edit = actions[0]["edit"]
+        edits = (edit.get("changes") or {}).get(uri) or edit["documentChanges"][0]["edits"]
+        assert any('device=\\"cuda\\"' in e["newText"] for e in edits)
+    finally:
+        client.close()

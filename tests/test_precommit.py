@@ -46,7 +46,7 @@ def test_manifest_hooks():
     assert set(found) == {"torchlint", "torchlint-fix"}
     for hook in found.values():
         assert hook["language"] == "python"
-        assert hook["types_or"] == ["python", "pyi"]
+        assert hook["types_or"] == ["python", "pyi", "jupyter"]
         assert hook["require_serial"] is True
         assert shlex.split(hook["entry"])[:2] == ["torchlint", "--force-exclude"]
     assert "--fix" in shlex.split(found["torchlint-fix"]["entry"])

@@ -510,21 +510,21 @@ def program_of(nb: Notebook, sources: Optional[Dict[int, str]] = None) -> Progra
 
 def lint_notebook(raw: str, path: str, settings, *, incremental: bool = False, project=None) -> List[Diagnostic]:
     """Findings for the notebook JSON ``raw``, positioned in cells (``Diagnostic.cell``).
-    Raises ``UnreadableFile`` for text that is not a notebook."""
+    Raises ``UnreadableFile`` for text that is not a notebook. A notebook is its own project
+    (no module imports it): ``project`` facts from the project index are not used, so a check
+    and a fix see the same per-step functions."""
     nb = parse_notebook(raw, path)
     if not nb.is_python:
         return []
     program = program_of(nb)
-    return to_cells(program, _lint_program(program, path, settings, incremental, project), path, settings)
+    return to_cells(program, _lint_program(program, path, settings, incremental), path, settings)
 
 
-def _lint_program(program: Program, path: str, settings, incremental: bool = False, project=None) -> List[Diagnostic]:
+def _lint_program(program: Program, path: str, settings, incremental: bool = False) -> List[Diagnostic]:
     from torchlint.engine import lint_source
 
     if not program.text.strip():
         return []
-    if project is not None:
-        return lint_source(program.text, path, settings, incremental=incremental, project=project)
     return lint_source(program.text, path, settings, incremental=incremental)
 
 
@@ -553,9 +553,29 @@ def _diagnostic_to_cell(program: Program, d: Diagnostic) -> Diagnostic:
     if d.fix is not None:
         fix = replace(d.fix, edits=tuple(_edit_to_cell(program, e) for e in d.fix.edits))
     return replace(
-        d, location=location, end_location=end_location, fix=fix,
+        d, location=location, end_location=end_location, fix=fix, message=_message_to_cells(program, d),
         noqa_row=location.row if d.noqa_row is not None else None, noqa_rows=rows, cell=cell.number,
     )
+
+
+def _message_to_cells(program: Program, d: Diagnostic) -> str:
+    """A message naming another line of the notebook (``nb.ipynb:99``, a call site) names its
+    cell instead (``nb.ipynb:cell 7:3``)."""
+    import os
+
+    name = os.path.basename(d.path)
+    if name + ":" not in d.message:
+        return d.message
+
+    def to_cell(match) -> str:
+        row = int(match.group(1))
+        offset = program.locator.offset(Location(row, 1))
+        cell = program.cell_at(offset)
+        if cell is None or row > program.locator.line_count:
+            return match.group(0)
+        return f"{name}:cell {cell.number}:{program.cell_location(cell, offset).row}"
+
+    return re.sub(re.escape(name) + r":(\d+)\b", to_cell, d.message)
 
 
 def _edit_to_cell(program: Program, e: Edit) -> Edit:
@@ -874,3 +894,88 @@ def file_ranges(diagnostics: Sequence[Diagnostic], sources) -> Dict[int, Tuple[L
         if start is not None and end is not None:
             out[id(d)] = (start, max(start, end))
     return out
+
+
+# -- editors ------------------------------------------------------------------------------------
+
+def lint_for_editor(text: str, path: str, settings) -> List[Diagnostic]:
+    """Findings for a ``.ipynb`` document an editor sends as text, positioned in that text.
+
+    The notebook's JSON (an editor showing the file as text): each finding points at the JSON
+    string holding the flagged code, and its fix is one edit to the JSON text that replaces the
+    edited cells' ``source`` values. Text that is not JSON (a client that concatenates the cells
+    into a Python view, as jupyterlab-lsp does) is linted as one cell with IPython syntax masked
+    in place; fixes that would touch a masked line are dropped."""
+    if not text.lstrip("\ufeff \t\r\n").startswith("{"):
+        return _lint_python_view(text, path, settings)
+    try:
+        nb = parse_notebook(text, path)
+    except UnreadableFile as exc:
+        from torchlint.engine import unreadable
+
+        return [unreadable(path, str(exc))] if "TL002" in settings.codes_for_path(path) else []
+    if not nb.is_python:
+        return []
+    program = program_of(nb)
+    json_map = JsonMap(text)
+    out = []
+    for d in to_cells(program, _lint_program(program, path, settings, incremental=True), path, settings):
+        start = json_map.location(d.cell, d.location) or Location(1, 1)
+        end = json_map.location(d.cell, d.end_location) or start
+        fix = None
+        if d.fix is not None:
+            new = apply_cell_edits(nb, d.fix.edits)
+            if new is not None and new != text:
+                fix = replace(d.fix, edits=(_whole_change(json_map.locator, text, new),))
+        out.append(replace(d, location=start, end_location=max(start, end), fix=fix, noqa_row=None, noqa_rows=()))
+    return out
+
+
+def _lint_python_view(text: str, path: str, settings) -> List[Diagnostic]:
+    from torchlint.engine import lint_source
+
+    masked, ranges = mask_ipython(text)
+    view = ProgramCell(1, text, masked, ranges, False)
+    locator = Locator(masked)
+    out = []
+    for d in lint_source(masked, path, settings, incremental=True):
+        if d.fix is not None and any(
+            _touches_masked(view, locator.offset(e.location), locator.offset(e.end_location)) for e in d.fix.edits
+        ):
+            d = replace(d, fix=None)
+        out.append(d)
+    return out
+
+
+def apply_cell_edits(nb: Notebook, edits: Sequence[Edit]) -> Optional[str]:
+    """The notebook's JSON text with ``edits`` (cell-relative, each naming its cell) applied to
+    the cells' sources; None if an edit names no code cell."""
+    from torchlint.fixer import splice
+
+    by_cell: Dict[int, List[Edit]] = {}
+    for e in edits:
+        if e.cell is None or not 1 <= e.cell <= len(nb.cells) or nb.cells[e.cell - 1].cell_type != "code":
+            return None
+        by_cell.setdefault(e.cell, []).append(e)
+    sources = {}
+    for number, cell_edits in by_cell.items():
+        source = nb.cells[number - 1].source
+        added = bool(source) and not source.endswith(("\n", "\r"))
+        text = source + "\n" if added else source
+        locator = Locator(text)
+        text = splice(text, [(locator.offset(e.location), locator.offset(e.end_location), e.content) for e in cell_edits])
+        sources[number] = text[:-1] if added and text.endswith("\n") else text
+    return render(nb, sources)
+
+
+def _whole_change(locator: Locator, old: str, new: str) -> Edit:
+    """One edit turning ``old`` into ``new``: the changed middle."""
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return Edit(locator.location(start), locator.location(end_old), new[start:end_new])

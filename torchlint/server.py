@@ -4,8 +4,9 @@ Diagnostics are published on open, save and (debounced) change; each finding's f
 ``quickfix`` code action, and ``source.fixAll.torchlint`` applies every safe fix to a fixed
 point. Settings come from the nearest ``pyproject.toml`` (``SettingsResolver``, rooted at the
 workspace) and are reloaded when a ``pyproject.toml`` or a file the declared torch version comes
-from (``requirements*.txt``, ``setup.cfg``, ``setup.py``, ``environment.yml``) changes. Notebooks are
-not supported.
+from (``requirements*.txt``, ``setup.cfg``, ``setup.py``, ``environment.yml``) changes. A ``.ipynb``
+file opened as a text document is linted as a notebook (``notebook.lint_for_editor``: findings and
+fixes in its JSON text); LSP notebook documents (``vscode-notebook-cell:`` cells) are not supported.
 
 The module imports without pygls, so ``torchlint server`` can say how to install it.
 """
@@ -195,7 +196,7 @@ def document_target(uri: str, language_id: Optional[str]) -> Optional[DocumentTa
         return None
     if scheme == "file":
         path = to_fs_path(uri) or ""
-        if path.endswith(PYTHON_SUFFIXES) or (language_id == "python" and not path.endswith(".toml")):
+        if path.endswith(PYTHON_SUFFIXES + (".ipynb",)) or (language_id == "python" and not path.endswith(".toml")):
             return DocumentTarget(path, True)
         return None
     if language_id not in (None, "python"):
@@ -264,7 +265,12 @@ class Session:
         if target.on_disk and settings.is_excluded(target.path):
             return LintResult(version, text, [], settings, target.path, config_error)
         try:
-            diagnostics = effective_fixes(lint_source(text, target.path, settings, incremental=True), settings)
+            if target.path.endswith(".ipynb"):  # the notebook's JSON, or a client's Python view of it
+                from torchlint.notebook import lint_for_editor
+
+                diagnostics = effective_fixes(lint_for_editor(text, target.path, settings), settings)
+            else:
+                diagnostics = effective_fixes(lint_source(text, target.path, settings, incremental=True), settings)
         except Exception as exc:  # a rule bug must not take the server down
             logger.exception("internal error linting %s", uri)
             return LintResult(
