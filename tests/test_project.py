@@ -122,3 +122,12 @@ def test_a_single_buffer_is_its_own_project():
     text = METRICS + "\n" + TRAIN_EVERY_STEP.replace("from metrics import accuracy\n", "")
     found = [(d.code, d.location.row) for d in lint_source(text, "train.py", Settings(select=("TL201",)))]
     assert found == [("TL201", 2)]
+
+
+def test_an_epoch_loop_around_the_batch_loop_is_not_a_training_loop(tmp_path):
+    """`display(...)` once an epoch is not per step (notebook false positive)."""
+    path = tmp_path / "t.py"
+    summary = _summary(path, "def display(x):\n    x.cpu()\ndef fit(loader, opt):\n    for epoch in range(3):\n"
+                             "        for b in loader:\n            b.backward()\n            opt.step()\n"
+                             "        display(b)\n")
+    assert ProjectIndex({str(path): summary}).facts_for(str(path)).per_step == {}

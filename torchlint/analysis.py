@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES, ITERATION_WRAPPERS, TENSOR_FACTORIES
+from torchlint.words import ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS
 
 UNKNOWN = object()  # a value torchlint cannot know statically: rules stay silent on it
 
@@ -404,9 +405,7 @@ def _is_modulo(node: cst.CSTNode) -> bool:
     )
 
 
-_PERIODIC_WORDS = frozenset({"log", "logging", "logger", "verbose", "debug", "print", "display", "report", "plot"})
-_STEP_WORDS = frozenset({"step", "steps", "iter", "iteration", "it", "i", "idx", "batch", "epoch"})
-_ONE_OFF_WORDS = frozenset({"last", "first", "final"})  # last_batch, is_first_step
+_PERIODIC_WORDS, _STEP_WORDS, _ONE_OFF_WORDS = PERIODIC_WORDS, STEP_WORDS, ONE_OFF_WORDS
 
 
 def is_periodic_guard(test: cst.BaseExpression) -> bool:

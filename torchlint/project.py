@@ -265,13 +265,16 @@ class _Summarizer:
                 self.add_import(node, local_imports)
                 continue
             if isinstance(node, ast.Call):
-                self.call(node, record, in_loop and not guarded, local_imports)
+                if not guarded:  # a call under `if should_log:` does not run every time
+                    self.call(node, record, in_loop, local_imports)
             elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
                 target, callee = node.targets[0], _dotted(node.value.func)
                 if isinstance(target, ast.Name) and callee:
                     loader_names[target.id] = callee
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                step = any(isinstance(n, ast.Call) and _is_gradient_step(n) for n in _own_nodes(node.body))
+                # a training loop takes the step in its own body: an epoch loop around the batch
+                # loop is not one (what it calls runs once an epoch)
+                step = any(isinstance(n, ast.Call) and _is_gradient_step(n) for n in _own_nodes(node.body, loops=True))
                 if isinstance(node, (ast.For, ast.AsyncFor)):
                     self.loader_loop(node, loader_names, record)
                 for child in reversed(node.orelse):
@@ -285,7 +288,7 @@ class _Summarizer:
                 for child in reversed(node.orelse):
                     stack.append((child, in_loop, guarded))
                 for child in reversed(node.body):
-                    stack.append((child, in_loop, guarded or (in_loop and _is_periodic(node.test))))
+                    stack.append((child, in_loop, guarded or _is_periodic(node.test)))
                 stack.append((node.test, in_loop, guarded))
                 continue
             for child in reversed(list(ast.iter_child_nodes(node))):
@@ -378,14 +381,20 @@ def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
                 stack.extend(handler.body)
 
 
-def _own_nodes(statements) -> Iterable[ast.AST]:
-    """Nodes of these statements, not inside nested functions, classes or lambdas."""
-    stack = list(statements)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SCOPES_AND_LOOPS = _SCOPES + (ast.For, ast.AsyncFor, ast.While)
+
+
+def _own_nodes(statements, loops: bool = False) -> Iterable[ast.AST]:
+    """Nodes of these statements, not inside nested functions, classes or lambdas (nor, with
+    ``loops``, nested loops)."""
+    skip = _SCOPES_AND_LOOPS if loops else _SCOPES
+    stack = [s for s in statements if not isinstance(s, skip)]
     while stack:
         node = stack.pop()
         yield node
         for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(child, skip):
                 stack.append(child)
 
 

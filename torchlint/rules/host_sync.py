@@ -23,6 +23,7 @@ from torchlint.analysis import (
     under_periodic_guard,
 )
 from torchlint.rules.base import GAP, Rule
+from torchlint.words import EVAL_WORDS as _EVAL_WORDS, TRAIN_WORDS as _TRAIN_WORDS
 from torchlint.tree import iter_children
 from torchlint.torch_api import HOST_SYNC_METHODS
 
@@ -33,11 +34,8 @@ _MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "bu
                              "children", "eval", "train", "load_state_dict", "named_modules"})
 # Roots that are never torch tensors: `np.array(x).tolist()`.
 _HOST_LIBRARIES = ("numpy", "pandas")
-_TRAIN_WORDS = frozenset({"train", "training", "finetune", "fit", "pretrain"})
 # Methods after which a value may be on the device.
 _MOVES = frozenset({"cuda", "to"})
-_EVAL_WORDS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validate", "validation",
-                         "test", "predict", "prediction", "inference", "infer"})
 
 
 def _takes_no_positional(call: cst.Call, method: str) -> bool:
