@@ -410,7 +410,8 @@ _PERIODIC_WORDS, _STEP_WORDS, _ONE_OFF_WORDS = PERIODIC_WORDS, STEP_WORDS, ONE_O
 
 def is_periodic_guard(test: cst.BaseExpression) -> bool:
     """A test that is true on few iterations: ``step % n == 0``, ``not i % n``, ``if verbose``,
-    ``self.control.should_log``, ``step == 0``, ``i == len(loader) - 1``, ``last_batch``; ``a and b`` when either
+    ``self.control.should_log``, ``step == 0``, ``i == len(loader) - 1``, ``last_batch``,
+    ``ni < 3`` (the first few), ``self.check_frequency(i)``; ``a and b`` when either
     is, ``a or b`` when both are. ``rank == 0`` / ``is_main_process`` alone are not: they hold on
     every step of that process."""
     if isinstance(test, cst.BooleanOperation):
@@ -425,6 +426,10 @@ def is_periodic_guard(test: cst.BaseExpression) -> bool:
                 return True
             if any(set(name_tokens(s)) & _STEP_WORDS for s in sides if isinstance(s, (cst.Name, cst.Attribute))):
                 return True  # a one-off step: step == 0, i == len(loader) - 1
+        # the first few iterations: `if ni < 3:`, `if batch_idx <= 2:`
+        if len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, (cst.LessThan, cst.LessThanEqual)):
+            bound = literal_value(test.comparisons[0].comparator)
+            return isinstance(test.left, cst.Name) and isinstance(bound, int) and not isinstance(bound, bool) and bound <= 16
         return False
     if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
         words = set(name_tokens(test))

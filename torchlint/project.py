@@ -111,6 +111,9 @@ def _is_periodic(test: ast.AST) -> bool:
             if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for s in sides for n in ast.walk(s)):
                 return True
             return any(_words(_dotted(s)) & STEP_WORDS for s in sides if isinstance(s, (ast.Name, ast.Attribute)))
+        if len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE)) and isinstance(test.left, ast.Name):
+            bound = test.comparators[0]  # the first few iterations: `if ni < 3:`
+            return isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value <= 16
         return False
     if isinstance(test, ast.Call):
         return bool(_words(_dotted(test.func)) & PERIODIC_WORDS)
@@ -360,11 +363,26 @@ class _Summarizer:
                   "class": qualname.rsplit(".", 1)[0] if cls is not None else None,
                   "returns_loader": False}
         self.functions[qualname] = record
-        if self.lines is None:
+        if self.lines is None or hook or _has_periodic_if(node):  # guards matter: walk it all
             self.body(node.body, qualname, cls, record)
         else:
             self.cheap_body(node, qualname, cls, record)
         record["returns_loader"] = _returns_loader(node) if self.loaders_possible else False
+
+
+def _has_periodic_if(function) -> bool:
+    """Does the function (not its nested functions) branch on a periodic test (`if should_log:`,
+    `if self.check_frequency(i):`)? Then only a full walk tells which calls run every time."""
+    stack = list(function.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, _SCOPES):
+            continue
+        if isinstance(stmt, ast.If) and _is_periodic(stmt.test):
+            return True
+        for field_name in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(getattr(stmt, field_name, ()) or ())
+    return False
 
 
 def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 # An `if` on these runs on few iterations: `if step % log_every == 0`, `if verbose:`,
 # `if self.control.should_save:` / `should_evaluate` (the HF Trainer's periodic checkpoints and evals).
 PERIODIC_WORDS = frozenset({"log", "logging", "logger", "verbose", "debug", "print", "display", "report", "plot",
-                            "save", "checkpoint", "evaluate"})
+                            "plots", "plotting", "visualize", "vis", "save", "checkpoint", "evaluate", "freq",
+                            "frequency", "every", "interval"})
 STEP_WORDS = frozenset({"step", "steps", "iter", "iteration", "it", "i", "idx", "batch", "epoch"})
 ONE_OFF_WORDS = frozenset({"last", "first", "final"})  # last_batch, is_first_step
 # Names of evaluation code, and of training code.
