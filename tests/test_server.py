@@ -597,3 +597,42 @@ def test_fix_all_fallback_matches_the_fixer(fake_rules, monkeypatch):
     promoted = Settings(extend_safe_fixes=("TL991",))
     assert server.fix_all_text(text, "job.py", promoted) == "y = fast(fast(x))\nz = careful(fast(y))\n"
     assert server.fix_all_text(text, "job.py", Settings(unfixable=("TL990",))) == text
+
+
+# -- the project index ------------------------------------------------------------------------
+
+METRICS_HELPER = "def accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n"
+TRAIN_LOOP = (
+    "from metrics import accuracy\n\n"
+    "def train(model, opt, loader):\n"
+    "    for x, y in loader:\n"
+    "        out = model(x.cuda())\n"
+    "        out.sum().backward()\n"
+    "        opt.step()\n"
+    "        {call}\n"
+)
+
+
+def _tl201_rows(client, uri, version=1) -> List[int]:
+    """The TL201 rows of the next publish for ``uri`` that has them settled (the index is built
+    in the background: the first publish may come before it)."""
+    published = client.diagnostics(uri, version)
+    return [d["range"]["start"]["line"] for d in published["diagnostics"] if d["code"] == "TL201"]
+
+
+def test_the_index_is_built_at_start_and_refreshed_on_save(start, workspace):
+    """metrics.py's finding exists only because train.py calls `accuracy` every step."""
+    (workspace / "metrics.py").write_text(METRICS_HELPER)
+    train = workspace / "train.py"
+    train.write_text(TRAIN_LOOP.format(call="acc = accuracy(out, y)"))
+    client = start()
+    uri = uri_of(workspace / "metrics.py")
+    client.open(uri, METRICS_HELPER)
+    rows = _tl201_rows(client, uri)
+    if not rows:  # linted before the index was ready: the re-lint after indexing brings it
+        rows = _tl201_rows(client, uri)
+    assert rows == [1]
+    # train.py now calls the helper once, after the loop: saving it removes metrics.py's finding
+    train.write_text(TRAIN_LOOP.format(call="pass") + "    return accuracy(out, y)\n")
+    client.notify("textDocument/didSave", {"textDocument": {"uri": uri_of(train)}})
+    assert _tl201_rows(client, uri) == []

@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import threading
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -223,6 +224,53 @@ class Session:
     shown_errors: Set[str] = field(default_factory=set)
     config_error: Optional[str] = None
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "torchlint-lint"))
+    #: The project index of the workspace (``project.py``), built in the background at start
+    #: and refreshed on save; None until then (a document is then its own project).
+    project: Any = None
+    summaries: Dict[str, dict] = field(default_factory=dict)
+    project_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def build_project(self) -> None:
+        """Phase 1 over the workspace and the index (on a background thread)."""
+        from torchlint.discovery import discover
+        from torchlint.project import ProjectIndex
+
+        summaries: Dict[str, dict] = {}
+        try:
+            files = discover([self.root], self.resolver)
+        except Exception:  # a bad tree must not take the server down; documents lint alone
+            logger.exception("cannot index the workspace")
+            return
+        for path in files:
+            summary = _summary_from_disk(path)
+            if summary is not None:
+                summaries[os.path.abspath(path)] = summary
+        index = ProjectIndex(summaries)
+        with self.project_lock:
+            self.summaries, self.project = summaries, index
+
+    def refresh_project(self, path: str) -> Set[str]:
+        """Re-summarise one saved file; the paths whose project facts changed."""
+        from torchlint.project import ProjectIndex
+
+        path = os.path.abspath(path)
+        summary = _summary_from_disk(path)
+        with self.project_lock:
+            if self.project is None:
+                return set()
+            before = {p: self.project.facts_for(p).digest for p in self.summaries}
+            summaries = dict(self.summaries)
+            if summary is None:
+                summaries.pop(path, None)
+            else:
+                summaries[path] = summary
+            self.summaries, self.project = summaries, ProjectIndex(summaries)
+            after = {p: self.project.facts_for(p).digest for p in summaries}
+        return {p for p in set(before) | set(after) if before.get(p) != after.get(p)} | {path}
+
+    def facts_for(self, path: str):
+        with self.project_lock:
+            return self.project.facts_for(os.path.abspath(path)) if self.project is not None else None
 
     def reload(self) -> None:
         """A fresh resolver (pyproject.toml changed); a bad config is remembered, not raised."""
@@ -270,7 +318,9 @@ class Session:
 
                 diagnostics = effective_fixes(lint_for_editor(text, target.path, settings), settings)
             else:
-                diagnostics = effective_fixes(lint_source(text, target.path, settings, incremental=True), settings)
+                facts = self.facts_for(target.path) if target.on_disk else None
+                diagnostics = effective_fixes(
+                    lint_source(text, target.path, settings, incremental=True, project=facts), settings)
         except Exception as exc:  # a rule bug must not take the server down
             logger.exception("internal error linting %s", uri)
             return LintResult(
@@ -291,6 +341,22 @@ class Session:
         except Exception:  # a rule bug: offer no fix-all rather than fail the request
             logger.exception("internal error fixing %s", uri)
             return None
+
+
+def _summary_from_disk(path: str) -> Optional[dict]:
+    """Phase 1 for one file on disk, or None (unreadable, not Python, a notebook)."""
+    from torchlint.project import summarize_text
+    from torchlint.source import UnreadableFile, is_notebook_path, read_source
+
+    if is_notebook_path(path):
+        return None
+    try:
+        return summarize_text(read_source(path, MAX_INDEXED_BYTES).text, path)
+    except (UnreadableFile, OSError):
+        return None
+
+
+MAX_INDEXED_BYTES = 10 * 1024 * 1024
 
 
 # -- the protocol ------------------------------------------------------------------------------
@@ -424,6 +490,20 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             )
         if session.config_error:
             show_once(f"torchlint: {session.config_error} (using default settings until it is fixed)")
+        asyncio.ensure_future(index_workspace())
+
+    async def index_workspace() -> None:
+        """Build the project index off the event loop; then re-lint what is open with it."""
+        await asyncio.get_running_loop().run_in_executor(None, session.build_project)
+        relint_all()
+
+    async def refresh_after_save(path: str) -> None:
+        changed = await asyncio.get_running_loop().run_in_executor(None, session.refresh_project, path)
+        from pygls.uris import to_fs_path
+
+        for uri in list(session.documents):  # the open files whose findings depend on the change
+            if os.path.abspath(to_fs_path(uri) or "") in changed:
+                schedule(uri, 0)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
@@ -445,6 +525,11 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             relint_all()
         else:
             schedule(uri, 0)
+            from pygls.uris import to_fs_path
+
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            if path and path.endswith(".py"):
+                asyncio.ensure_future(refresh_after_save(path))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
