@@ -271,7 +271,7 @@ def test_cli_select_overrides_config_and_ignore_adds(project, capsys):
     "toml, message",
     [
         ("[tool.torchlint]\nselct = ['TL1']\n", "unknown key 'tool.torchlint.selct'"),
-        ("[tool.torchlint]\nselect = ['TL9']\n", "tool.torchlint.select: unknown rule code or prefix 'TL9'"),
+        ("[tool.torchlint]\nselect = ['TL8']\n", "tool.torchlint.select: unknown rule code or prefix 'TL8'"),
         ("[tool.torchlint]\nselect = 'TL1'\n", "tool.torchlint.select: expected a list of strings"),
         ("[tool.torchlint]\ntarget-torch-version = 'x'\n", "target-torch-version: expected a version"),
         ("[tool.torchlint]\nper-file-ignores = {'t.py' = ['NOPE1']}\n", "unknown rule code or prefix 'NOPE1'"),
