@@ -27,9 +27,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
+from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
+# Torch classes whose project subclasses rules treat as the class itself (TL701).
+TRACKED_BASES = frozenset({"torch.nn.DataParallel"})
 TRAIN, EVAL = "train", "eval"
 
 
@@ -44,12 +47,16 @@ class FileFacts:
     per_step: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
     #: qualname -> where: functions returning a DataLoader whose batches a caller moves to a device.
     moved_loaders: Mapping[str, str] = field(default_factory=dict)
+    #: name as this file spells it (an imported or a local class) -> the torch class it derives
+    #: from, for project classes that subclass one the rules care about (``GpuDataParallel``).
+    subclasses: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
-        if not self.per_step and not self.moved_loaders:
+        if not self.per_step and not self.moved_loaders and not self.subclasses:
             return ""
-        data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items())])
+        data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
+                           sorted(self.subclasses.items())])
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
@@ -242,8 +249,14 @@ class _Summarizer:
                         for item in node.body:
                             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                                 self.function(item, node.name, node)
+        classes = {}
+        for stmt in tree.body:  # module-level classes and what they derive from
+            for node in _module_level(stmt):
+                if isinstance(node, ast.ClassDef):
+                    bases = [_dotted(b) for b in node.bases]
+                    classes[node.name] = [self.qualify(b, {}) for b in bases if b]
         return {"v": SUMMARY_VERSION, "module": self.module, "imports": self.imports,
-                "functions": self.functions, "top": self.top}
+                "functions": self.functions, "top": self.top, "classes": classes}
 
     def body(self, statements, qualname: Optional[str], cls: Optional[ast.ClassDef], record: dict) -> None:
         """Walk one scope's statements; nested functions and classes get their own records."""
@@ -544,7 +557,57 @@ class ProjectIndex:
     def facts_for(self, path: str) -> FileFacts:
         per_step = {q: v for (p, q), v in self.per_step.items() if p == path}
         moved = {q: v for (p, q), v in self.moved.items() if p == path}
-        return FileFacts(per_step, moved) if per_step or moved else EMPTY_FACTS
+        subclasses = self._subclasses_seen_from(path)
+        return FileFacts(per_step, moved, subclasses) if per_step or moved or subclasses else EMPTY_FACTS
+
+    # -- classes ----------------------------------------------------------------------------------
+    def torch_base(self, path: str, name: str, seen: Optional[Set[Tuple[str, str]]] = None) -> Optional[str]:
+        """The torch class of ``TRACKED_BASES`` the project class ``name`` of ``path`` derives
+        from, through project classes in any file, or None."""
+        seen = seen if seen is not None else set()
+        if (path, name) in seen:
+            return None
+        seen.add((path, name))
+        summary = self.summaries[path]
+        for base in summary.get("classes", {}).get(name, ()):
+            if base.startswith("@"):
+                qualified = canonical_name(base[1:])
+                if qualified in TRACKED_BASES:
+                    return qualified
+                found = self._class_target(base[1:])
+                if found is not None:
+                    result = self.torch_base(found[0], found[1], seen)
+                    if result:
+                        return result
+            elif base in summary.get("classes", {}):
+                result = self.torch_base(path, base, seen)
+                if result:
+                    return result
+        return None
+
+    def _class_target(self, dotted: str) -> Optional[Tuple[str, str]]:
+        module, _, name = dotted.rpartition(".")
+        path = self.by_module.get(module)
+        if path is not None and name in self.summaries[path].get("classes", {}):
+            return path, name
+        return None
+
+    def _subclasses_seen_from(self, path: str) -> Dict[str, str]:
+        summary = self.summaries.get(path)
+        if summary is None:
+            return {}
+        found: Dict[str, str] = {}
+        for name in summary.get("classes", {}):
+            base = self.torch_base(path, name)
+            if base:
+                found[name] = base
+        for local, qualified in summary["imports"].items():
+            target = self._class_target(qualified)
+            if target is not None:
+                base = self.torch_base(*target)
+                if base:
+                    found[local] = base
+        return found
 
 
 def _short(path: str) -> str:

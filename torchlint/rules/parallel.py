@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from torchlint.rules.base import Rule
@@ -25,10 +27,23 @@ class DataParallel(Rule):
         "use `torch.nn.parallel.DistributedDataParallel` (one process per GPU, e.g. via `torchrun`)."
     )
     requires = (("DataParallel", "data_parallel"),)
+    # A project subclass may be used under any name: files the index has facts about are read.
+    project_requires = ()
+
+    uses_project = True
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.resolve_call(node)
         if name not in ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel"):
+            subclass = self._project_subclass(node)
+            if subclass is None or self._implements_data_parallel_support():
+                return
+            self.report(
+                node,
+                f"`{subclass}` is a subclass of `nn.DataParallel`: it drives all GPUs from one process and "
+                "replicates the model every step; use `torch.nn.parallel.DistributedDataParallel` "
+                "(one process per GPU, e.g. via `torchrun`).",
+            )
             return
         if self._implements_data_parallel_support():
             return
@@ -41,6 +56,15 @@ class DataParallel(Rule):
                 "from one process; use `torch.nn.parallel.DistributedDataParallel`.",
             )
 
+
+    def _project_subclass(self, node: cst.Call) -> Optional[str]:
+        """The callee, when it names a project class deriving from ``nn.DataParallel`` (in this
+        file or, through the project index, another)."""
+        subclasses = self.ctx.project.subclasses
+        if not subclasses or not isinstance(node.func, cst.Name):
+            return None
+        name = node.func.value
+        return name if subclasses.get(name) == "torch.nn.DataParallel" else None
 
     def _implements_data_parallel_support(self) -> bool:
         """Inside a class or function named for DataParallel (Lightning's
