@@ -570,12 +570,14 @@ _PER_STEP_NAMES = frozenset({"forward", "step", "train_batch", "train_on_batch"}
 def is_per_step_function(func: Optional[cst.CSTNode]) -> bool:
     """The fallback where the project's call graph says nothing: a function *named* to run once
     per training step: ``forward``, ``step``, ``training_step``/``train_step``/any ``*_step``,
-    ``*_forward``. A function merely *containing* a training loop is not (its top level runs
+    ``*_forward``, a loss function (``loss``, ``*_loss``, ``compute_loss*``). A function merely
+    *containing* a training loop is not (its top level runs
     once per call)."""
     if not isinstance(func, cst.FunctionDef):
         return False
     name = func.name.value
-    return name in _PER_STEP_NAMES or name.endswith("_step") or name.endswith("_forward")
+    return (name in _PER_STEP_NAMES or name.endswith("_step") or name.endswith("_forward")
+            or name.endswith("_loss") or name.startswith("compute_loss") or name == "loss")
 
 
 def qualified_name(ctx, upto: Optional[cst.CSTNode] = None) -> Optional[str]:

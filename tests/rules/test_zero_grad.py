@@ -130,7 +130,10 @@ def test_silent_where_zeroing_in_place_is_the_point():
     class Opt(torch.optim.Optimizer):
         def zero_grad(self, set_to_none=True):
             for p in self.params:
-                p.grad.zero_()
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
             self.inner.zero_grad(set_to_none=False)
 
     def capture(model, optimizer):
@@ -171,3 +174,15 @@ def test_prefilter_tokens():
     assert rule.may_fire("opt.zero_grad(set_to_none=False)")
     assert rule.may_fire("p.grad .data.\\\n zero_()")
     assert not rule.may_fire("nn.init.zeros_(m.bias)\nm.bias.data.zero_()")
+
+
+def test_a_zero_grad_that_ignores_set_to_none_still_zeroes_every_step():
+    """An optimizer's own `zero_grad` that always zeroes in place, although torch offers
+    `set_to_none`, costs a memset per parameter every step (issue: the nine rules, deeper)."""
+    code = """\
+    class Opt(torch.optim.Optimizer):
+        def zero_grad(self, set_to_none=True):
+            for p in self.params:
+                p.grad.zero_()
+    """
+    assert findings("import torch\n" + textwrap.dedent(code)) == [("TL401", 5, 13)]

@@ -107,7 +107,7 @@ class ZeroGradSetToNone(Rule):
         ):
             return
         loop = self._loop_binding(receiver.value)
-        if loop is None or self._implements_zero_grad() or self._in_graph_capture():
+        if loop is None or self._implements_the_choice() or self._in_graph_capture():
             return
         if self._accumulates_into_grads():
             return
@@ -134,6 +134,21 @@ class ZeroGradSetToNone(Rule):
         return loop if any(node is loop for node in self.ctx.ancestors) else None
 
     # -- where zeroing in place is the point --------------------------------------------------
+    def _implements_the_choice(self) -> bool:
+        """Inside a ``zero_grad`` that zeroes in place only when its caller asks
+        (``if set_to_none: p.grad = None`` / ``else: p.grad.zero_()``). One that always zeroes
+        in place is per-step zeroing like any other (torch offers ``set_to_none`` since 1.7)."""
+        if not self._implements_zero_grad():
+            return False
+        for node in reversed(self.ctx.ancestors):
+            if isinstance(node, cst.FunctionDef):
+                return False
+            if isinstance(node, (cst.If, cst.IfExp)) and any(
+                isinstance(n, cst.Name) and n.value == "set_to_none" for n in walk(node.test)
+            ):
+                return True
+        return False
+
     def _implements_zero_grad(self) -> bool:
         function = enclosing_function(self.ctx)
         return function is not None and function.name.value == "zero_grad"
