@@ -75,9 +75,37 @@ class DataLoaderNumWorkers(Rule):
         arg = get_arg(node, "num_workers", NUM_WORKERS)
         if arg is not None and literal_value(arg.value) != 0:
             return  # a positive literal, or unknown
-        if self._takes_one_batch() or self._workers_do_not_apply(node):
+        if self._takes_one_batch() or self._workers_do_not_apply(node) or self._smoke_test(node):
             return
         self.report(node, fix=self._fix(node, arg))
+
+    def _smoke_test(self, node: cst.Call) -> bool:
+        """Under ``if __name__ == "__main__":``, a loader bound to a name that is only looked at
+        for a few batches: every loop over it stops at a ``break``, or it is only handed to
+        ``next(iter(...))``/``len``/``print``. A ``__main__`` block that trains is not a smoke test."""
+        if not any(isinstance(a, cst.If) and _is_main_guard(a.test) for a in self.ctx.ancestors):
+            return False
+        parent = self.ctx.parent
+        if not (isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            return False
+        semantic = self.ctx.semantic
+        target = parent.targets[0].target
+        binding = next((b for b in semantic.scopes[id(semantic.module)].bindings.get(target.value, ()) if b.node is target), None)
+        if binding is None:
+            return False
+        uses = [n for n in walk(self.ctx.module) if isinstance(n, cst.Name) and n.value == target.value
+                and n is not target and any(b is binding for b in semantic.lookup(n) or ())]
+        return bool(uses) and all(self._only_looks(n) for n in uses)
+
+    def _only_looks(self, name: cst.Name) -> bool:
+        for loop in walk(self.ctx.module):
+            if isinstance(loop, cst.For) and any(n is name for n in walk(loop.iter)):
+                return any(isinstance(n, cst.Break) for n in walk(loop.body, (cst.For, cst.While, cst.FunctionDef)))
+            if isinstance(loop, cst.Call) and isinstance(loop.func, cst.Name) and loop.func.value in ("next", "iter", "len", "print"):
+                if any(a.value is name for a in loop.args):
+                    return True
+        return False
 
     def _takes_one_batch(self) -> bool:
         """``next(iter(DataLoader(...)))``: one batch, where starting workers costs more."""
@@ -101,7 +129,10 @@ class DataLoaderNumWorkers(Rule):
         if not isinstance(value, cst.Call):
             return False
         if self.ctx.resolve_call(value) in TENSOR_DATASETS:
-            return True
+            return True  # in memory already (on the device, or on the host: workers only pickle rows)
+        if self.ctx.resolve_call(value) == "torch.load":
+            location = get_arg(value, "map_location", 1)  # loaded onto the device: workers cannot help
+            return location is not None and is_accelerator_device(location.value, self.ctx)
         cls = _module_class(self.ctx.module, value.func)
         return cls is not None and (
             any(self.ctx.resolve(base.value) in ITERABLE_DATASETS for base in cls.bases)
@@ -197,6 +228,15 @@ class DataLoaderPinMemory(Rule):
         else:
             edit = NodeEdit(arg.value, true)
         return FixSpec(SAFE, "Set `pin_memory=True`", (edit,))
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = {cst.Module([]).code_for_node(test.left).strip(), cst.Module([]).code_for_node(test.comparisons[0].comparator).strip()}
+    return "__name__" in sides and bool(sides & {'"__main__"', "'__main__'"})
 
 
 def _returned_loaders(function: cst.FunctionDef, ctx) -> List[cst.Call]:
