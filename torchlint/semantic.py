@@ -48,6 +48,14 @@ _LOOPS = (cst.For, cst.While)
 HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "item"})
 # Methods that may put their result on a device.
 MOVES = frozenset({"cuda", "to"})
+# Tensor metadata: known without waiting for the device.
+_METADATA_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "grad_fn",
+                                  "layout", "names", "is_leaf"})
+_METADATA_METHODS = frozenset({"size", "dim", "numel", "nelement", "element_size", "stride", "data_ptr",
+                               "get_device", "is_contiguous", "is_floating_point", "storage_offset", "type"})
+# Builtins whose result is a Python value, whatever they are given.
+_HOST_BUILTINS = frozenset({"len", "isinstance", "hasattr", "getattr", "type", "id", "str", "repr", "range",
+                            "enumerate", "zip", "print", "int", "float", "bool", "list", "tuple", "dict", "set"})
 
 
 class Binding:
@@ -293,8 +301,8 @@ class SemanticModel:
                 continue
             if kind is cst.Assign:
                 for target in node.targets:
-                    pending += [self._bind(scope, n, ASSIGN, t, node.value, node, blocks)
-                                for n, t in _targets(target.target)]
+                    pending += [self._bind(scope, n, ASSIGN, t, value, node, blocks)
+                                for n, t, value in _unpacked(target.target, node.value)]
             elif kind is cst.AnnAssign:
                 pending += [self._bind(scope, n, ASSIGN if node.value is not None else AUGMENT, t, node.value,
                                        node, blocks) for n, t in _targets(node.target)]
@@ -555,6 +563,58 @@ class SemanticModel:
                 return False
         return True
 
+    def on_device(self, node: cst.BaseExpression, moves, _seen: Optional[dict] = None) -> bool:
+        """Is the value known to be a tensor on an accelerator? Moved there (``moves(call)``:
+        ``x.cuda()``, ``x.to(device)``), or computed from such a value: a tensor method of it
+        (``x.sum()``, ``out.argmax(1)``), an attribute other than metadata (``outputs.loss``), a
+        function or module applied to it (``model(x)``, ``criterion(out, y)``,
+        ``torch.isnan(loss)``), arithmetic and comparisons with it, and names every reaching
+        binding of which is such a value. Host results (``.item()``, ``.cpu()``), metadata
+        (``.shape``, ``.size()``), builtins (``len``) and anything unknown answer False."""
+        memo = _seen if _seen is not None else {}
+        key = id(node)
+        if key in memo:
+            return bool(memo[key])  # None while being answered: a cycle counts as unknown
+        memo[key] = None
+        answer = self._on_device(node, moves, memo)
+        memo[key] = answer
+        return answer
+
+    def _on_device(self, node: cst.BaseExpression, moves, seen: dict) -> bool:
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                if method in HOST_RESULTS or method in _METADATA_METHODS:
+                    return False
+                if moves(node):
+                    return True
+                if self.on_device(func.value, moves, seen):
+                    return True  # a tensor method of a device tensor
+            elif isinstance(func, cst.Name) and func.value in _HOST_BUILTINS:
+                return False
+            return any(self.on_device(a.value, moves, seen) for a in node.args if not a.star)
+        if isinstance(node, cst.Attribute):
+            return node.attr.value not in _METADATA_ATTRIBUTES and self.on_device(node.value, moves, seen)
+        if isinstance(node, cst.Subscript):
+            return self.on_device(node.value, moves, seen)
+        if isinstance(node, cst.BinaryOperation):
+            return self.on_device(node.left, moves, seen) or self.on_device(node.right, moves, seen)
+        if isinstance(node, cst.Comparison):
+            if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in node.comparisons):
+                return False  # `x is None`, `k in d`: Python answers these without the device
+            return self.on_device(node.left, moves, seen) or any(
+                self.on_device(c.comparator, moves, seen) for c in node.comparisons)
+        if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+            return self.on_device(node.expression, moves, seen)
+        if isinstance(node, cst.Name):
+            bindings = self.lookup(node)
+            if not bindings:
+                return False
+            return all(b.kind == ASSIGN and b.value is not None and self.on_device(b.value, moves, seen)
+                       for b in bindings)
+        return False
+
     def derives_from(self, node: cst.CSTNode, loop: cst.For, _seen: Optional[Set[int]] = None) -> bool:
         """Does some name read in ``node`` carry a value derived from ``loop``'s variables?"""
         seen = _seen if _seen is not None else set()
@@ -661,6 +721,22 @@ def _flatten(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield from _flatten(target.value)
     else:
         yield target
+
+
+def _unpacked(target: cst.BaseExpression, value: cst.BaseExpression) -> List[Tuple[str, cst.Name, Optional[cst.BaseExpression]]]:
+    """(name, node, value) for an assignment: ``x, y = x.cuda(), y.cuda()`` gives each name its own
+    element; a name inside an unpacking of anything else gets None (unknown), a plain target
+    the whole value."""
+    if isinstance(target, cst.Name):
+        return [(target.value, target, value)]
+    if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
+            and len(target.elements) == len(value.elements)
+            and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))):
+        out = []
+        for t, v in zip(target.elements, value.elements):
+            out += _unpacked(t.value, v.value)
+        return out
+    return [(n, t, None) for n, t in _targets(target)]
 
 
 def _targets(target: cst.BaseExpression) -> List[Tuple[str, cst.Name]]:

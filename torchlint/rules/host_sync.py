@@ -18,6 +18,7 @@ from torchlint.analysis import (
     is_training_loop,
     memo,
     method_call,
+    moves_to_accelerator,
     name_tokens,
     runs_every_step,
     under_periodic_guard,
@@ -99,6 +100,59 @@ def _chain_origin(call: cst.Call) -> cst.BaseExpression:
             return origin
 
 
+# Builtins that turn a tensor into a Python value (or print it): each waits for the device.
+_PY_SYNC_BUILTINS = frozenset({"float", "int", "bool", "print", "min", "max", "sum"})
+# Predicates whose result is a boolean tensor: a mask.
+_MASK_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "eq", "ne", "gt", "ge", "lt", "le", "logical_and",
+                              "logical_or", "logical_not"})
+
+
+def _only_control_flow(body: cst.BaseSuite) -> bool:
+    """A block that only decides whether the step goes on: ``continue``/``break``/``return``/
+    ``raise`` (a NaN skip, early stopping). Those syncs are the point."""
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    small = []
+    for stmt in statements:
+        if not isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return False
+        small += list(stmt.body)
+    flow = (cst.Continue, cst.Break, cst.Return, cst.Raise, cst.Pass)
+    return bool(small) and any(isinstance(s, flow) and not isinstance(s, cst.Pass) for s in small) and all(
+        isinstance(s, flow) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)) for s in small)
+
+
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+def _in_one_off_branch(ancestors, loop) -> bool:
+    """Inside an ``if`` branch (below ``loop``) that ends the loop or the program (``raise``,
+    ``return``, ``break``, ``sys.exit(1)``): it runs at most once (DETR's
+    ``if not math.isfinite(loss): print(losses); sys.exit(1)``)."""
+    below = False
+    for node in ancestors:
+        if node is loop:
+            below = True
+            continue
+        if below and isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)) and _ends_run(node):
+            return True
+    return False
+
+
+def _ends_run(block) -> bool:
+    for stmt in block.body:
+        smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt]
+        for small in smalls:
+            if isinstance(small, (cst.Raise, cst.Return, cst.Break)):
+                return True
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                func = small.value.func
+                name = func.value if isinstance(func, cst.Name) else (
+                    f"{func.value.value}.{func.attr.value}" if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else "")
+                if name in _EXITS:
+                    return True
+    return False
+
+
 def mentions_loader(text: str) -> bool:
     """Prefilter token: ``loader`` in any case (is_loader_expression compares lower-cased names)."""
     return "loader" in text or "Loader" in text or "loader" in text.lower()
@@ -129,6 +183,10 @@ class HostSyncInLoop(Rule):
         "sync); keep running values on the device (`total += loss.detach()`) and read them under a "
         "logging guard (`if step % log_every == 0:`)."
     )
+    _implicit_template = (
+        "{what} {where} makes Python wait for all queued GPU work (an implicit host-device sync "
+        "every step); keep the value on the device, or read it under a logging guard."
+    )
     _helper_template = (
         "`.{method}()` in `{name}`, which runs every step ({why}), waits for all queued GPU work "
         "(a host-device sync); return the tensor and read it under a logging guard instead."
@@ -136,14 +194,116 @@ class HostSyncInLoop(Rule):
     uses_project = True
     # ... and only in a training loop (or a function the project proves runs every step): over a `*loader*` (or a DataLoader), or one whose body calls
     # `.backward()` / `.step()` (see analysis.is_training_loop).
-    requires = (
-        ("item", "cpu", "numpy", "tolist"),
-        (mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),
-    )
-    # ... or, in a file the project index says has functions that run every step, a sync alone.
-    project_requires = (("item", "cpu", "numpy", "tolist"),)
+    # (explicit syncs need `.item()`/`.cpu()`/..., implicit ones only Python syntax: no token)
+    requires = ((mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),)
+    # ... or any file the project index says has functions that run every step.
+    project_requires = ()
+
+    # -- implicit syncs: Python asking a device tensor for a value --------------------------------
+    def visit_If(self, node: cst.If) -> None:
+        if not _only_control_flow(node.body):  # `if torch.isnan(loss): continue` decides the step
+            self._check_implicit(node.test, "`if` on a device tensor")
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check_implicit(node.test, "`while` on a device tensor")
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        parent = self.ctx.parent
+        if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) and getattr(parent, "target", None) is node:
+            return  # `t[mask] = 0` writes in place: no sync
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            mask = node.slice[0].slice.value
+            if self._device_mask(mask, set()):
+                self._check_implicit(node, "Boolean-mask indexing of a device tensor", value=False)
+
+    def _check_implicit(self, node: cst.BaseExpression, what: str, *, value: bool = True) -> None:
+        """Report ``what`` at ``value`` when it is known to be on the device (``value=False``:
+        the caller has proved that) and the code runs every training step."""
+        if value and not self._on_device(node):
+            return
+        where = self._step_context(node)
+        if where is not None:
+            self.report(node, self._implicit_template.format(what=what, where=where))
+
+    def _implicit_call(self, node: cst.Call) -> bool:
+        """``float(t)``/``int(t)``/``bool(t)``/``print(t)``/``min``/``max``/``sum`` of a device
+        tensor, ``torch.nonzero``/``torch.masked_select``/``t.nonzero()``: True when reported
+        (or when the call is one of these and needs nothing more)."""
+        func = node.func
+        args = [a.value for a in node.args if a.keyword is None and not a.star]
+        if isinstance(func, cst.Name) and func.value in _PY_SYNC_BUILTINS and self.ctx.resolve(func) is None:
+            if func.value == "print":
+                shown = [a for a in args if not isinstance(a, cst.SimpleString)]
+                shown += [p.expression for a in args if isinstance(a, cst.FormattedString)
+                          for p in a.parts if isinstance(p, cst.FormattedStringExpression)]
+                if any(self._on_device(a) for a in shown if not isinstance(a, cst.FormattedString)):
+                    self._check_implicit(node, "`print` of a device tensor", value=False)
+                return True
+            if func.value == "sum" and (not args or isinstance(args[0], (cst.Call, cst.GeneratorExp, cst.List, cst.Tuple))):
+                return True  # sum(losses.values()): tensor additions on the device, no sync
+            if len(args) == 1 and self._on_device(args[0]):
+                self._check_implicit(node, f"`{func.value}()` of a device tensor", value=False)
+            return True
+        name = self.ctx.resolve_call(node)
+        if name in ("torch.nonzero", "torch.masked_select", "torch.argwhere") and args and self._on_device(args[0]):
+            self._check_implicit(node, f"`{name}` (its output size depends on the data)", value=False)
+            return True
+        mc = method_call(node)
+        if mc is not None and mc[1] in ("nonzero", "argwhere") and self._on_device(mc[0]):
+            self._check_implicit(node, f"`.{mc[1]}()` (its output size depends on the data)", value=False)
+            return True
+        return False
+
+    def _on_device(self, value: cst.BaseExpression) -> bool:
+        return self.ctx.semantic.on_device(value, lambda call: moves_to_accelerator(call, self.ctx))
+
+    def _device_mask(self, mask: cst.BaseExpression, seen) -> bool:
+        """A boolean tensor on the device: a comparison of a device value, its negation or
+        combination, ``torch.isnan(t)``-style predicates, or a name bound only to those."""
+        if id(mask) in seen:
+            return False
+        seen.add(id(mask))
+        if isinstance(mask, cst.Comparison):
+            return self._on_device(mask)
+        if isinstance(mask, cst.UnaryOperation) and isinstance(mask.operator, cst.BitInvert):
+            return self._device_mask(mask.expression, seen)
+        if isinstance(mask, cst.BinaryOperation) and isinstance(mask.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return self._device_mask(mask.left, seen) or self._device_mask(mask.right, seen)
+        if isinstance(mask, cst.Call):
+            name = self.ctx.resolve_call(mask) or ""
+            mc = method_call(mask)
+            predicate = name.rsplit(".", 1)[-1] if name.startswith("torch.") else (mc[1] if mc else "")
+            return predicate in _MASK_PREDICATES and self._on_device(mask)
+        if isinstance(mask, cst.Name):
+            bindings = self.ctx.semantic.lookup(mask)
+            return bool(bindings) and all(
+                b.kind == "assign" and b.value is not None and self._device_mask(b.value, seen) for b in bindings)
+        return False
+
+    def _step_context(self, node: cst.CSTNode) -> Optional[str]:
+        """Where ``node`` runs once per training step ("in a training loop", or in a function the
+        project index proves per-step), outside guards and evaluation; None elsewhere. Implicit
+        syncs count only in loops that take the gradient step themselves."""
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        if loop is not None:
+            if not calls_gradient_step(loop, self.ctx):
+                return None
+            if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
+                return None
+            if _in_one_off_branch(self.ctx.ancestors, loop):
+                return None
+            return "in a training loop"
+        why = runs_every_step(self.ctx)
+        if why is None:
+            return None
+        func = enclosing_function(self.ctx)
+        if under_periodic_guard(self.ctx, func, node) or grad_disabled(self.ctx):
+            return None
+        return f"in `{func.name.value}`, which runs every step ({why}),"
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self._implicit_call(node):
+            return
         mc = method_call(node)
         if mc is None or mc[1] not in HOST_SYNC_METHODS or not _takes_no_positional(node, mc[1]):
             return
@@ -161,7 +321,7 @@ class HostSyncInLoop(Rule):
             return
         if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
             return
-        if self._already_on_host(node):
+        if self._already_on_host(node) or _in_one_off_branch(self.ctx.ancestors, loop):
             return
         self.report(node, self._template.format(method=first))
 
