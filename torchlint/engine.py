@@ -23,6 +23,7 @@ from torchlint.context import (
     render_node,
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+from torchlint.guards import refusal, too_large
 from torchlint.parsing import IncrementalParser
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
@@ -75,7 +76,10 @@ def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:
 
 
 def _ast_parse(text: str, path: str) -> Tuple[Optional[ast.Module], Optional[Diagnostic]]:
-    """(CPython's tree, None) or (None, the TL001 finding)."""
+    """(CPython's tree, None) or (None, the TL001 finding; TL003 for more code than fits memory)."""
+    refused = too_large(text)
+    if refused is not None:
+        return None, _engine_diagnostic(refused.code, refused.message, path, refused.row, refused.column)
     try:
         with warnings.catch_warnings():  # SyntaxWarnings of the linted code are not ours to print
             warnings.simplefilter("ignore")
@@ -121,6 +125,9 @@ def lint_source(
         error = syntax_error(text, path, settings) if "TL001" in codes else None
         if error:
             diagnostics.append(error)
+    elif (refused := refusal(text)) is not None:  # guards.py: nesting or size that crashes libcst
+        if refused.code in codes:
+            diagnostics.append(_engine_diagnostic(refused.code, refused.message, path, refused.row, refused.column))
     else:
         try:
             module = _INCREMENTAL.parse(text) if incremental else cst.parse_module(text)
@@ -130,9 +137,9 @@ def lint_source(
                 row = getattr(exc, "raw_line", 1) or 1
                 col = (getattr(exc, "raw_column", 0) or 0) + 1
                 error = _engine_diagnostic(
-                    "TL001", f"libcst cannot parse this file: {str(exc).splitlines()[0]}", path, row, col
+                    "TL003", f"libcst cannot parse this file: {str(exc).splitlines()[0]}", path, row, col
                 )
-            if "TL001" in codes:
+            if error.code in codes:
                 diagnostics.append(error)
         else:
             if project is None and any(r.uses_project for r in candidates):
@@ -179,7 +186,7 @@ def first_pass(text: str, path: str, settings) -> Tuple[Optional[dict], Optional
         return summary, None, True
     rules = [r for r in all_rules() if r.code in codes and r.uses_project]
     with_project = tree is not None and bool(candidate_rules(text, path, settings, codes, rules, True, _ANY_FACTS))
-    diagnostics = [error] if error is not None and "TL001" in codes else []
+    diagnostics = [error] if error is not None and error.code in codes else []
     return summary, sorted(filter_suppressed(text, diagnostics), key=Diagnostic.sort_key), with_project
 
 

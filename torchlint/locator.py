@@ -3,28 +3,28 @@
 from __future__ import annotations
 
 import bisect
+import re
+from itertools import accumulate
 from typing import List
 
 from torchlint.diagnostics import Location
 
 
+_LINE_END = re.compile(r"\r\n?|\n")
+
+
 class Locator:
     def __init__(self, text: str) -> None:
         self.text = text
-        starts: List[int] = [0]
-        i = 0
-        # Lines end at \n, \r\n or a lone \r, as Python's tokenizer and libcst see them.
-        while True:
-            n = text.find("\n", i)
-            r = text.find("\r", i)
-            if n < 0 and r < 0:
-                break
-            if r >= 0 and (n < 0 or r < n):
-                i = r + 2 if text.startswith("\r\n", r) else r + 1
-            else:
-                i = n + 1
-            starts.append(i)
-        self.line_starts = starts
+        # Lines end at \n, \r\n or a lone \r, as Python's tokenizer and libcst see them. One
+        # pass either way (searching for the next \r from every line rescans a file without any).
+        if "\r" in text:
+            starts = [0]
+            starts.extend(match.end() for match in _LINE_END.finditer(text))
+        else:
+            starts = list(accumulate((len(line) + 1 for line in text.split("\n")), initial=0))
+            starts.pop()  # the offset after the last line, which has no line ending
+        self.line_starts: List[int] = starts
 
     def offset(self, loc: Location) -> int:
         """Offset of ``loc``; rows past the end clamp to the end of the text."""

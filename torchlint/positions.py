@@ -16,6 +16,8 @@ from typing import Dict, Iterator, Optional, Tuple
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # the hook libcst's own providers use
 
+from torchlint.guards import deep_call
+
 Span = Tuple[int, int]
 
 
@@ -63,7 +65,18 @@ class _OffsetState(CodegenState):
 
 
 def node_spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
-    """(start, end) string offsets of every node, end exclusive."""
+    """(start, end) string offsets of every node, end exclusive.
+
+    Code generation recurses a few frames per level of the tree: a 500-term sum outgrows
+    Python's default recursion limit. Such a tree (``guards.py`` lets through ~1,000 levels at
+    most) is generated again on a thread with room for it."""
+    try:
+        return _spans(module)
+    except RecursionError:
+        return deep_call(_spans, module)
+
+
+def _spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
     state = _OffsetState(module)
     module._codegen(state)
     return state.spans

@@ -8,6 +8,7 @@ fully cached run never loads it.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
@@ -169,6 +170,9 @@ def _load_engine() -> None:
     all_rules()
 
 
+QUIET_GC_THRESHOLD = (50_000, 20, 100)
+
+
 def _init_worker(settings: Sequence["Settings"]) -> None:
     global _WORKER_SETTINGS
     _WORKER_SETTINGS = settings
@@ -178,7 +182,23 @@ def _init_worker(settings: Sequence["Settings"]) -> None:
     import gc
 
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    gc.set_threshold(*QUIET_GC_THRESHOLD)
+
+
+@contextmanager
+def quiet_collector():
+    """The workers' collector policy (see ``_init_worker``) for work done in this process
+    (``--jobs 1``, small runs, editors), restored afterwards."""
+    import gc
+
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*QUIET_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def _lint_items(items: Sequence[tuple], settings: Sequence["Settings"]):
@@ -309,7 +329,8 @@ def _run(items: Sequence[tuple], stats, settings_list, jobs: int, first: bool) -
     sizes = [_size(item[0], stats.get(item[0])) for item in items]
     if jobs > 1 and len(items) >= MIN_FILES_FOR_POOL and sum(sizes) >= MIN_BYTES_FOR_POOL:
         return _run_pool(items, sizes, settings_list, jobs, _first_pass_chunk if first else _lint_chunk)
-    return (_first_pass_items if first else _lint_items)(items, settings_list)
+    with quiet_collector():
+        return (_first_pass_items if first else _lint_items)(items, settings_list)
 
 
 def _run_pool(items, sizes, settings_list, jobs: int, task):

@@ -25,6 +25,7 @@ RULE_MODULES = (
 ENGINE_CODES = {
     "TL001": ("syntax-error", "The file could not be parsed."),
     "TL002": ("unreadable-file", "The file could not be read or decoded."),
+    "TL003": ("too-complex", "The file is nested too deeply or too large to analyse."),
 }
 
 
