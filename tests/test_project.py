@@ -131,3 +131,20 @@ def test_an_epoch_loop_around_the_batch_loop_is_not_a_training_loop(tmp_path):
                              "        for b in loader:\n            b.backward()\n            opt.step()\n"
                              "        display(b)\n")
     assert ProjectIndex({str(path): summary}).facts_for(str(path)).per_step == {}
+
+
+@pytest.mark.parametrize(
+    "trainer, moved",
+    [('L.Trainer(accelerator="gpu", devices=2)', True), ("pl.Trainer(gpus=1, max_epochs=3)", True),
+     ('L.Trainer(accelerator="cpu")', False), ("L.Trainer(max_epochs=3)", False)],
+)
+def test_lightning_loader_hooks_are_moved_only_when_the_trainer_is_on_gpu(tmp_path, trainer, moved):
+    data = tmp_path / "data.py"
+    train = tmp_path / "train.py"
+    data_text = ("from torch.utils.data import DataLoader\nclass D(LightningDataModule):\n"
+                 "    def train_dataloader(self):\n        return DataLoader(self.ds)\n")
+    train_text = f"def main(m, d):\n    {trainer}.fit(m, datamodule=d)\n"
+    summaries = {str(data): summarize(ast.parse(data_text), str(data), data_text),
+                 str(train): summarize(ast.parse(train_text), str(train), train_text)}
+    facts = ProjectIndex(summaries).facts_for(str(data))
+    assert ("D.train_dataloader" in facts.moved_loaders) is moved

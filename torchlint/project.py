@@ -173,6 +173,8 @@ class _Summarizer:
         self.text = ""
         self.lines: Optional[List[int]] = None
         self.loaders_possible = True
+        #: Does the file build a Lightning ``Trainer`` on a GPU (``accelerator="gpu"``, ``gpus=1``)?
+        self.gpu_trainer = False
         self.module = module
         self.package = module if is_package else module.rpartition(".")[0]
         self.imports: Dict[str, str] = {}
@@ -256,7 +258,8 @@ class _Summarizer:
                     bases = [_dotted(b) for b in node.bases]
                     classes[node.name] = [self.qualify(b, {}) for b in bases if b]
         return {"v": SUMMARY_VERSION, "module": self.module, "imports": self.imports,
-                "functions": self.functions, "top": self.top, "classes": classes}
+                "functions": self.functions, "top": self.top, "classes": classes,
+                "gpu_trainer": self.gpu_trainer}
 
     def body(self, statements, qualname: Optional[str], cls: Optional[ast.ClassDef], record: dict) -> None:
         """Walk one scope's statements; nested functions and classes get their own records."""
@@ -447,6 +450,9 @@ def _is_loader_call(call: ast.Call) -> bool:
     return bool(name) and name.rsplit(".", 1)[-1] == "DataLoader"
 
 
+# `Trainer(accelerator="gpu"|"cuda", ...)` / `Trainer(gpus=1)`: Lightning moves every batch to the GPU.
+_GPU_TRAINER = re.compile(r"""Trainer\s*\((?:[^()]|\([^()]*\))*?(?:accelerator\s*=\s*["'](?:gpu|cuda)["']|gpus\s*=\s*(?:[1-9]|-1|\[))""")
+_LIGHTNING_LOADER_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
 # A file that may hold a training loop (a gradient step) or an optimizer closure: its loops are
 # walked node by node. Others only need their functions and the names they call.
 _ROOT_TEXT = re.compile(r"\.\s*(?:backward|step)\s*\(")
@@ -465,6 +471,7 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None) -> dict:
     summarizer = _Summarizer(module, is_package)
     if text is not None:
         summarizer.loaders_possible = "DataLoader" in text
+        summarizer.gpu_trainer = _GPU_TRAINER.search(text) is not None if "Trainer" in text else False
         if not _ROOT_TEXT.search(text):
             summarizer.text = text
             summarizer.lines = [0] + [m.end() for m in re.finditer("\n", text)] + [len(text)]
@@ -544,6 +551,13 @@ class ProjectIndex:
                     key = self.resolve(path, caller, callee)
                     if key is not None and self._function(*key).get("returns_loader"):
                         self.moved.setdefault(key, f"{_short(path)}:{line}")
+        trainers = sorted(p for p, summary in self.summaries.items() if summary.get("gpu_trainer"))
+        if trainers:  # Lightning moves the batches of a DataModule's/LightningModule's loaders
+            for path, summary in sorted(self.summaries.items()):
+                for qualname, record in summary["functions"].items():
+                    if (record.get("class") and qualname.rsplit(".", 1)[-1] in _LIGHTNING_LOADER_HOOKS
+                            and record.get("returns_loader")):
+                        self.moved.setdefault((path, qualname), f"Lightning's Trainer on GPU, {_short(trainers[0])}")
         while queue:
             key = queue.pop()
             kind, why = self.per_step[key]
