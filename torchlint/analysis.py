@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES, ITERATION_WRAPPERS, TENSOR_FACTORIES
+from torchlint.testcode import in_test_scope, is_test_module, is_test_path  # noqa: F401 (re-exported)
 from torchlint.words import ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS
 
 UNKNOWN = object()  # a value torchlint cannot know statically: rules stay silent on it
@@ -474,56 +475,6 @@ def in_oom_handler(ctx) -> bool:
                 return True
             if _OOM_TEXT.search(ctx.module.code_for_node(node)):
                 return True
-    return False
-
-
-_TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "testing_utils", "test_helpers"})
-
-
-def is_test_path(path: str) -> bool:
-    """``test_x.py``, ``x_test.py``, ``conftest.py``, or anything under a ``tests``/``test``
-    folder or a test-support one (``test_utils``, ``tests_fabric``, ``unit_tests``)."""
-    parts = re.split(r"[\\/]", path)
-    name = parts[-1]
-    if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
-        return True
-    return _in_test_folder(parts)
-
-
-def _in_test_folder(parts: Sequence[str]) -> bool:
-    # Not any `test_*` folder: pytest's temporary folders are named so, and a path may be absolute.
-    return any(p in _TEST_FOLDERS or p.startswith("tests_") or p.endswith("_tests") for p in parts[:-1])
-
-
-# What makes a `test_*.py` file a test module rather than a script that happens to be named so
-# (`test_partseg.py`, an evaluation script): test functions or classes, or a test framework.
-_TEST_MODULE_TEXT = re.compile(
-    r"^(?:[ \t]*(?:async[ \t]+)?def[ \t]+test|class[ \t]+Test|import[ \t]+pytest|from[ \t]+pytest|"
-    r"import[ \t]+unittest|from[ \t]+unittest)|unittest\.TestCase|@pytest\.",
-    re.MULTILINE,
-)
-
-
-def is_test_module(path: str, text: str) -> bool:
-    """Test code as a whole: ``conftest.py``, a file in a test folder, or a ``test_*.py`` /
-    ``*_test.py`` file that holds tests (``def test_*``, ``class Test*``, pytest, unittest). A
-    ``test_partseg.py`` with a loop over a loader and a ``__main__`` block is a script."""
-    parts = re.split(r"[\\/]", path)
-    name = parts[-1]
-    if name == "conftest.py" or _in_test_folder(parts):
-        return True
-    if name.startswith("test_") or name.endswith("_test.py"):
-        return _TEST_MODULE_TEXT.search(text) is not None
-    return False
-
-
-def in_test_scope(ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Inside a ``test*`` function or a ``Test*`` class."""
-    for node in ancestors:
-        if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
-            return True
-        if isinstance(node, cst.ClassDef) and node.name.value.startswith("Test"):
-            return True
     return False
 
 

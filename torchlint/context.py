@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Un
 
 import libcst as cst
 
-from torchlint.analysis import in_test_scope
+from torchlint.testcode import in_test_scope
 from torchlint.imports import ImportTable
 from torchlint.project import EMPTY_FACTS
 from torchlint.semantic import SemanticModel

@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
-from torchlint.analysis import is_test_module
+from torchlint.testcode import is_test_module
 from torchlint.context import (
     DELETE_LINES,
     INSERT_AFTER,
