@@ -16,6 +16,7 @@ from torchlint import guards
 from torchlint.cli import main
 from torchlint.config import CliOverrides, SettingsResolver
 from torchlint.engine import lint_source
+from torchlint.diagnostics import Location
 from torchlint.locator import Locator
 from torchlint.source import UnreadableFile, decode_source
 
@@ -211,9 +212,10 @@ def test_nul_byte_same_code_anywhere(where):
         decode_source(data)
 
 
-def test_utf16_is_named():
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_is_named(codec):
     with pytest.raises(UnreadableFile, match="UTF-16"):
-        decode_source("import torch\n".encode("utf-16"))
+        decode_source("import torch\nx = 1\n".encode(codec))
 
 
 # -- CLI: one bad file does not take the run down, and the exit code says so -------------------------
@@ -265,16 +267,13 @@ def test_no_syntax_warnings_printed(tmp_path):
 
 # -- locator and gc -----------------------------------------------------------------------------------
 
-def test_locator_linear():
-    def build(n):
-        text = "x = 1\n" * n
-        start = time.perf_counter()
-        Locator(text)
-        return time.perf_counter() - start
-
-    build(1000)
-    small, large = min(build(2000) for _ in range(3)), min(build(64_000) for _ in range(3))
-    assert large < max(small, 1e-4) * 32 * 4  # 32x the lines: linear with slack, not 1000x
+def test_locator_on_a_large_file_without_carriage_returns():
+    """The 61k-line file that took 3.7 s (quadratic rescans for a missing `\r`); its speed is
+    measured by benchmarks/bench.py, not here (no timed unit tests). Here: the same answers."""
+    text = "x = 1\n" * 64_000 + "y"
+    loc = Locator(text)
+    assert loc.line_starts == [6 * i for i in range(64_001)]
+    assert loc.line(64_001) == "y" and loc.location(len(text) - 1) == Location(64_001, 1)
 
 
 def test_locator_line_endings():
