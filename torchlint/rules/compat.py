@@ -46,13 +46,15 @@ _WEIGHTS_ONLY_DEFAULT_TRUE = (2, 6)
 
 # -- compatibility code ------------------------------------------------------------------------
 _COMPAT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
-# A test that picks code by torch version or feature: `torch.__version__ >= "2.0"`,
-# `version.parse(...)`, `is_torch_greater_or_equal("2.2")`, `_TORCH_GREATER_EQUAL_2_0`,
-# `hasattr(torch, "compile")`, `getattr(torch.backends, "mps", None)`.
+# A test that picks code by torch version: `torch.__version__ >= "2.0"`, `version.parse(...)`,
+# `is_torch_greater_or_equal("2.2")`, `_TORCH_GREATER_EQUAL_2_0`, `TORCH_VERSION`. ("version" as
+# a word part: not "conversion"; `is_torch_xla_available()` is a backend check, not a version.)
 _VERSION_TEST = re.compile(
-    r"version|\bhasattr\s*\(|\bgetattr\s*\(|is_torch_|torch_(?:greater|less|ge|gt|le|lt|at_least|older|newer)|_TORCH_\w*\d",
-    re.IGNORECASE,
+    r"(?<![a-z])version|torch_(?:greater|less|ge|gt|le|lt|at_least|older|newer)|_TORCH_\w*\d", re.IGNORECASE
 )
+# ... or a torch feature: `hasattr(torch, "compile")`, `getattr(torch.backends, "mps", None)`.
+_FEATURE_TESTS = frozenset({"hasattr", "getattr"})
+_TORCH_PACKAGES = ("torch", "functorch", "torchvision")
 # Imports in compatibility code that bind an old spelling TL904/TL907 would otherwise follow.
 _COMPAT_IMPORT_TARGETS = frozenset({"functorch", "torch.cuda.amp", "torch.cpu.amp"})
 
@@ -68,8 +70,15 @@ def _catches_compat_error(handler: cst.ExceptHandler) -> bool:
     return False
 
 
-def _is_version_test(module: cst.Module, test: cst.BaseExpression) -> bool:
-    return _VERSION_TEST.search(module.code_for_node(test)) is not None
+def _is_version_test(ctx, test: cst.BaseExpression) -> bool:
+    if _VERSION_TEST.search(ctx.module.code_for_node(test)):
+        return True
+    for node in walk(test):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _FEATURE_TESTS and node.args:
+            about = ctx.resolve(node.args[0].value) or ""
+            if about.split(".", 1)[0] in _TORCH_PACKAGES:
+                return True
+    return False
 
 
 def in_compatibility_code(ctx, node: Optional[cst.CSTNode] = None) -> bool:
@@ -82,7 +91,7 @@ def in_compatibility_code(ctx, node: Optional[cst.CSTNode] = None) -> bool:
         path.append(node)
     for outer, inner in zip(path, path[1:]):
         if isinstance(outer, (cst.If, cst.IfExp)) and inner is not outer.test:
-            if _is_version_test(ctx.module, outer.test):
+            if _is_version_test(ctx, outer.test):
                 return True
         elif isinstance(outer, cst.Try) and inner is outer.body:
             if any(_catches_compat_error(h) for h in outer.handlers):
@@ -101,7 +110,7 @@ def compat_imported_names(ctx) -> FrozenSet[str]:
             blocks: List[cst.CSTNode] = []
             if isinstance(node, cst.Try) and any(_catches_compat_error(h) for h in node.handlers):
                 blocks = [node.body, *(h.body for h in node.handlers)]
-            elif isinstance(node, cst.If) and _is_version_test(ctx.module, node.test):
+            elif isinstance(node, cst.If) and _is_version_test(ctx, node.test):
                 blocks = [node.body] + ([node.orelse] if node.orelse is not None else [])
             for block in blocks:
                 for inner in walk(block):
