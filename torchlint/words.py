@@ -25,3 +25,11 @@ EVAL_STEP_HOOKS = frozenset({
     "validation_step", "test_step", "predict_step", "prediction_step", "on_validation_batch_start",
     "on_validation_batch_end", "on_test_batch_end", "on_predict_batch_end",
 })
+# An `if` on these guards the optimizer step of gradient accumulation: `if step_is_accumulating`,
+# `if (i + 1) % accum_iter == 0` (the modulo alone says so too).
+ACCUMULATION_WORDS = frozenset({"accum", "accumulate", "accumulation", "accumulating", "accumulated", "sync"})
+# Names of code that needs autograd even while evaluating: adversarial attacks, saliency.
+GRAD_NEEDING_WORDS = frozenset({"autograd", "gradient", "gradients", "grads", "saliency", "attribution",
+                                "attack", "adversarial", "pgd", "fgsm", "gradcam", "cam"})
+# The last word of a name that holds a model: `model`, `self.net`, `text_encoder`.
+MODEL_WORDS = frozenset({"model", "net", "network", "classifier", "encoder", "decoder", "backbone", "module"})

@@ -19,6 +19,9 @@ RULE_MODULES = (
     "torchlint.rules.batchnorm",
     "torchlint.rules.zero_grad",
     "torchlint.rules.compat",
+    "torchlint.rules.training",
+    "torchlint.rules.amp",
+    "torchlint.rules.losses",
 )
 
 # Codes the engine itself reports; they are not rules (no visitor) but can be selected/ignored.

@@ -1,0 +1,786 @@
+"""TL402, TL403, TL405, TL406: the shape of training and evaluation loops.
+
+Each rule looks at a loop's own body (not nested functions; nested loops where said) through
+one walk that records, for every node, the ``if`` tests above it and whether gradients are off
+there (``with torch.no_grad()``), and asks the semantic model where names and values come from.
+What cannot be seen (a helper of another file handed the optimizer, a caller's context) keeps
+the rules silent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import (
+    _is_optimizer_like,
+    calls_gradient_step,
+    enclosing_function,
+    grad_disabled,
+    is_loader_expression,
+    memo,
+    method_call,
+    name_tokens,
+)
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import UNSAFE
+from torchlint.imports import dotted_name
+from torchlint.rules.base import GAP, Rule
+from torchlint.semantic import ASSIGN, AUGMENT, DEF, PARAM
+from torchlint.tree import _children, walk
+from torchlint.words import ACCUMULATION_WORDS, EVAL_WORDS, GRAD_NEEDING_WORDS, MODEL_WORDS
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_LOOPS = (cst.For, cst.While)
+GRAD_OFF = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
+    "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad",
+})
+SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                              "torch.autograd.grad_mode.set_grad_enabled"})
+DDP = "torch.nn.parallel.DistributedDataParallel"
+
+_BACKWARD = re.compile(rf"\.{GAP}backward{GAP}\(")
+_STEP = re.compile(rf"\.{GAP}step{GAP}\(")
+
+
+# -- one walk of a loop body -------------------------------------------------------------------
+
+class Site:
+    """A node in a loop body with what is above it there."""
+
+    __slots__ = ("node", "guards", "grad_off", "depth")
+
+    def __init__(self, node, guards, grad_off, depth):
+        self.node = node
+        #: the ``if`` tests (either branch) between the loop body and the node
+        self.guards: Tuple[cst.BaseExpression, ...] = guards
+        #: under ``with torch.no_grad()``/``inference_mode()``/``set_grad_enabled(...)`` in the loop
+        self.grad_off: bool = grad_off
+        #: how many loops deeper than the loop's own body
+        self.depth: int = depth
+
+
+def loop_sites(ctx, loop: cst.CSTNode) -> List[Site]:
+    """Every node of the loop's body and nested loops' bodies, not inside nested functions,
+    classes or lambdas; memoized per loop."""
+    def compute():
+        sites: List[Site] = []
+        stack = [(child, (), False, 0) for child in reversed(_children(loop.body))]
+        semantic = ctx.semantic
+        while stack:
+            node, guards, grad_off, depth = stack.pop()
+            sites.append(Site(node, guards, grad_off, depth))
+            if isinstance(node, _SCOPES):
+                continue
+            if isinstance(node, (cst.If, cst.IfExp)):
+                inner = guards + (node.test,)
+                for child in reversed(_children(node)):
+                    stack.append((child, guards if child is node.test else inner, grad_off, depth))
+                continue
+            if isinstance(node, cst.With):
+                off = grad_off or any(_turns_grad_off(semantic, item.item) for item in node.items)
+                for child in reversed(_children(node)):
+                    stack.append((child, guards, off if child is node.body else grad_off, depth))
+                continue
+            inner_depth = depth + 1 if isinstance(node, _LOOPS) else depth
+            for child in reversed(_children(node)):
+                stack.append((child, guards, grad_off, inner_depth if child is getattr(node, "body", None) else depth))
+        return sites
+
+    return memo(ctx, "loop_sites", loop, compute)
+
+
+def _turns_grad_off(semantic, item: cst.BaseExpression) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(<not True>)``."""
+    if not isinstance(item, cst.Call):
+        return False
+    name = semantic.resolve_call(item)
+    if name in GRAD_OFF:
+        return True
+    if name in SET_GRAD_ENABLED:
+        return not (item.args and isinstance(item.args[0].value, cst.Name) and item.args[0].value.value == "True")
+    return False
+
+
+def backward_calls(ctx, loop) -> List[Site]:
+    """``x.backward()``, ``accelerator.backward(loss)``, ``self.manual_backward(loss)``,
+    ``torch.autograd.backward(t)`` in the loop's own body (not nested loops)."""
+    def compute():
+        found = []
+        for site in loop_sites(ctx, loop):
+            if site.depth == 0 and isinstance(site.node, cst.Call) and _is_backward(ctx, site.node):
+                found.append(site)
+        return found
+
+    return memo(ctx, "backward_calls", loop, compute)
+
+
+def _is_backward(ctx, call: cst.Call) -> bool:
+    method = method_call(call)
+    if method is not None and method[1] in ("backward", "manual_backward"):
+        return True
+    return ctx.semantic.resolve_call(call) == "torch.autograd.backward"
+
+
+def optimizer_steps(ctx, loop, through_helpers: bool = False) -> List[Tuple[Site, Optional[cst.BaseExpression]]]:
+    """(site, optimizer) of ``optimizer.step()`` / ``scaler.step(optimizer)`` in the loop's own
+    body; with ``through_helpers`` also (site, None) of calls of this file's functions that step
+    (``self.optimizer_step()``)."""
+    def compute():
+        found = []
+        for site in loop_sites(ctx, loop):
+            if site.depth or not isinstance(site.node, cst.Call):
+                continue
+            method = method_call(site.node)
+            if through_helpers and isinstance(site.node.func, (cst.Name, cst.Attribute)):
+                function = ctx.semantic.module_function(site.node.func)
+                if function is not None and _steps_optimizer(ctx, function):
+                    found.append((site, None))
+                    continue
+            if method is None or method[1] != "step" or not _is_optimizer_like(method[0]):
+                continue
+            receiver = method[0]
+            if "scaler" in (dotted_name(receiver) or "").lower() and site.node.args:
+                receiver = site.node.args[0].value  # scaler.step(optimizer)
+            found.append((site, receiver))
+        return found
+
+    return memo(ctx, f"optimizer_steps_{through_helpers}", loop, compute)
+
+
+def _steps_optimizer(ctx, function) -> bool:
+    def compute():
+        for node in walk(function.body, _SCOPES):
+            method = method_call(node)
+            if method is not None and method[1] == "step" and _is_optimizer_like(method[0]):
+                return True
+        return False
+
+    return memo(ctx, "steps_optimizer", function, compute)
+
+
+def _controls_sync(ctx, scope) -> bool:
+    """Does ``scope`` (the class, else the function, else the module around the loop) decide
+    when DDP synchronises: ``model.no_sync()``, ``accelerator.accumulate(model)``/``no_sync``,
+    ``require_backward_grad_sync``?"""
+    def compute():
+        for node in walk(scope):
+            if isinstance(node, cst.Name) and node.value in ("no_sync", "require_backward_grad_sync"):
+                return True
+            method = method_call(node)
+            if method is not None and method[1] == "accumulate":
+                return True
+        return False
+
+    return memo(ctx, "controls_sync", scope, compute)
+
+
+def is_accumulation_guard(test: cst.BaseExpression) -> bool:
+    """``(i + 1) % accum_steps == 0``, ``if should_sync:``, ``if step_is_accumulating``..."""
+    for node in walk(test):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return True
+        if isinstance(node, (cst.Name, cst.Attribute)) and set(name_tokens(node)) & ACCUMULATION_WORDS:
+            return True
+    return False
+
+
+def _inside(binding, loop) -> bool:
+    return any(block is loop.body for block in binding.blocks)
+
+
+def _scope_of(ctx) -> cst.CSTNode:
+    return enclosing_function(ctx) or ctx.module
+
+
+def _mentions(root: cst.CSTNode, names: frozenset) -> bool:
+    """Does any name or attribute under ``root`` (nested functions included) spell one of ``names``?"""
+    for node in walk(root):
+        if isinstance(node, cst.Name) and node.value in names:
+            return True
+    return False
+
+
+# -- TL406 -------------------------------------------------------------------------------------
+
+_RESET_METHODS = frozenset({"zero_", "detach_", "requires_grad_"})
+
+
+class MissingZeroGrad(Rule):
+    """Flags a loop that calls ``backward()`` and ``optimizer.step()`` on every iteration with no
+    gradient reset anywhere on the path: the function holding the loop (closures included) and
+    the functions of this file it calls never call ``zero_grad()``, assign ``p.grad = None``,
+    ``p.grad.zero_()`` or say ``zero_grad`` at all. Silent when the step is under an ``if`` (an
+    accumulation guard), when the optimizer or the model is rebuilt inside the loop, and when the
+    loop hands the optimizer or the model to a function it cannot see (it may reset them).
+    """
+
+    code = "TL406"
+    preview = True  # too few findings on real code yet to show its precision
+    name = "missing-zero-grad"
+    summary = "A training loop steps the optimizer every iteration but never resets the gradients."
+    message = (
+        "This loop calls `backward()` and `{step}` every iteration but never resets the gradients: each "
+        "step adds to the previous ones; call `{owner}.zero_grad()` once per step (before `backward()`)."
+    )
+    requires = ((_BACKWARD,), (_STEP,))
+    tags = ("correctness",)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(node)
+
+    def _check(self, loop) -> None:
+        if not any(not s.guards for s in backward_calls(self.ctx, loop)):
+            return
+        steps = [(site, opt) for site, opt in optimizer_steps(self.ctx, loop) if not site.guards]
+        if not steps:
+            return
+        scope = _scope_of(self.ctx)
+        if _resets_gradients(self.ctx, scope, 0):
+            return
+        optimizer = dotted_name(steps[0][1])
+        if optimizer is None or self._rebuilt_or_handed_off(loop, optimizer):
+            return
+        site = steps[0][0]
+        self.report(site.node, self.message.format(step=self.ctx.module.code_for_node(site.node.func) + "()",
+                                                   owner=optimizer))
+
+    def _rebuilt_or_handed_off(self, loop, optimizer: str) -> bool:
+        semantic = self.ctx.semantic
+        models: Set[str] = set()
+        for site in loop_sites(self.ctx, loop):
+            node = site.node
+            if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+                name = dotted_name(node.func)
+                if name and semantic.resolve_call(node) is None and not isinstance(node.func, cst.Attribute) or (
+                        isinstance(node.func, cst.Attribute) and name and name.startswith("self.") and name.count(".") == 1):
+                    models.add(name)  # model(x), self.model(x): objects of this program called
+        watched = models | {optimizer}
+        for site in loop_sites(self.ctx, loop):
+            node = site.node
+            if isinstance(node, cst.Assign) and any(dotted_name(t.target) in watched for t in node.targets):
+                return True  # a fresh optimizer (or model) each iteration
+            if not isinstance(node, cst.Call):
+                continue
+            handed = [a for a in node.args if dotted_name(a.value) in watched]
+            if not handed:
+                continue
+            method = method_call(node)
+            if method is not None and method[1] in ("step", "unscale_", "update", "backward", "scale"):
+                continue  # scaler.step(optimizer), ema.update(model)
+            if semantic.resolve_call(node) is not None and (semantic.resolve_call(node) or "").startswith("torch."):
+                continue
+            function = semantic.module_function(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
+            if function is None or _resets_gradients(self.ctx, function, 1):
+                return True  # a helper we cannot see, or one that resets them
+        return False
+
+
+def _resets_gradients(ctx, scope: cst.CSTNode, depth: int) -> bool:
+    """Does ``scope`` (nested functions included), or a function of this file it calls, reset
+    gradients: ``zero_grad`` named anywhere, ``x.grad = ...``, ``del x.grad``,
+    ``x.grad.zero_()``/``detach_()``/``requires_grad_()``?"""
+    def compute():
+        called = []
+        for node in walk(scope):
+            if isinstance(node, cst.Name) and node.value in ("zero_grad", "set_to_none"):
+                return True
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
+                targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
+                           else [node.target])
+                for target in targets:
+                    for inner in walk(target):
+                        if isinstance(inner, cst.Attribute) and inner.attr.value == "grad":
+                            return True
+            method = method_call(node)
+            if method is not None:
+                receiver = method[0]
+                if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                    receiver = receiver.value
+                if method[1] in _RESET_METHODS and isinstance(receiver, cst.Attribute) and receiver.attr.value == "grad":
+                    return True
+            if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+                called.append(node.func)
+        if depth >= 3:
+            return False
+        for func in called:
+            function = ctx.semantic.module_function(func)
+            if function is not None and function is not scope and _resets_gradients(ctx, function, depth + 1):
+                return True
+        return False
+
+    return memo(ctx, f"resets_gradients_{depth}", scope, compute)
+
+
+# -- TL403 -------------------------------------------------------------------------------------
+
+class DdpNoSync(Rule):
+    """Flags gradient accumulation with a ``DistributedDataParallel`` model that all-reduces on
+    every micro-step: the loop calls ``backward()`` on every iteration and ``optimizer.step()``
+    only under an accumulation guard (``if (i + 1) % accum == 0``), the model called in the loop
+    is (or, when it cannot be seen, the file builds) a ``DistributedDataParallel``, and nothing
+    in the function mentions ``no_sync``, ``accumulate`` (accelerate) or
+    ``require_backward_grad_sync``.
+    """
+
+    code = "TL403"
+    preview = True  # too few findings on real code yet to show its precision
+    name = "ddp-no-sync"
+    summary = "Gradient accumulation with DDP without `no_sync()`: an all-reduce on every micro-step."
+    message = (
+        "`backward()` runs every micro-step but the optimizer steps only under an accumulation guard: "
+        "DistributedDataParallel all-reduces the gradients on every `backward()`; run the non-final "
+        "micro-steps under `with model.no_sync():` (or accelerate's `accelerator.accumulate(model)`)."
+    )
+    requires = (("DistributedDataParallel",), (_BACKWARD,))
+    tags = ("performance", "distributed")
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(node)
+
+    def _check(self, loop) -> None:
+        backwards = [s for s in backward_calls(self.ctx, loop) if not any(map(is_accumulation_guard, s.guards))]
+        if not backwards:
+            return
+        steps = optimizer_steps(self.ctx, loop, through_helpers=True)
+        if not steps or not all(any(map(is_accumulation_guard, site.guards)) for site, _ in steps):
+            return
+        scope = self.ctx.enclosing(cst.ClassDef) or _scope_of(self.ctx)
+        if _controls_sync(self.ctx, scope):
+            return
+        if not self._ddp_model_in(loop):
+            return
+        self.report(backwards[0].node)
+
+    def _ddp_model_in(self, loop) -> bool:
+        """Is an object called in the loop bound to ``DistributedDataParallel(...)``? When the
+        objects it calls cannot be seen (parameters) and none is a module built here without
+        DDP, does the file build a DDP model?"""
+        semantic = self.ctx.semantic
+        unknown = plain = False
+        for site in loop_sites(self.ctx, loop):
+            node = site.node
+            if not isinstance(node, cst.Call) or not isinstance(node.func, (cst.Name, cst.Attribute)):
+                continue
+            if semantic.resolve_call(node) is not None or isinstance(node.func, cst.Attribute) and not (
+                    isinstance(node.func.value, cst.Name) and node.func.value.value in ("self",)):
+                continue
+            values = semantic.values_of(node.func)
+            if values is None:
+                unknown = True
+                continue
+            if any(isinstance(v, cst.Call) and semantic.resolve_call(v) == DDP for v in values):
+                return True
+            if values and all(isinstance(v, cst.Call) for v in values):
+                plain = True  # a module built here without DDP
+        return unknown and not plain and _file_builds_ddp(self.ctx)
+
+
+def _file_builds_ddp(ctx) -> bool:
+    def compute():
+        return any(isinstance(n, cst.Call) and ctx.semantic.resolve_call(n) == DDP for n in walk(ctx.module))
+
+    return memo(ctx, "file_builds_ddp", ctx.module, compute)
+
+
+# -- TL405 -------------------------------------------------------------------------------------
+
+_DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_"})
+_GRAPH_METHODS = frozenset({"mean", "sum", "clone", "cpu", "cuda", "to", "float", "double", "half", "bfloat16",
+                            "squeeze", "unsqueeze", "view", "reshape", "flatten", "abs", "sqrt", "exp", "log",
+                            "pow", "mul", "add", "div", "sub", "norm", "contiguous"})
+_LIST_FACTORIES = frozenset({"list", "collections.deque", "deque"})
+_DICT_FACTORIES = frozenset({"dict", "collections.defaultdict", "defaultdict", "collections.OrderedDict", "OrderedDict"})
+
+
+class RetainedGraph(Rule):
+    """Flags a value that carries an autograd graph kept past its step: appended to a list,
+    added into an accumulator or stored in a dict that the training loop did not create
+    (``losses.append(loss)``, ``running += loss``, ``history[k] = out``). A value carries a graph
+    when it is what the loop backpropagates (``loss`` of ``loss.backward()``), arithmetic on it
+    or a model output that feeds it, and no ``.item()``/``.detach()`` intervenes. Silent under
+    ``no_grad``, when the loop rebinds the accumulator (a fresh one each step), and when the
+    accumulated value is itself backpropagated in the loop (a loss summed over heads).
+    """
+
+    code = "TL405"
+    name = "retained-graph"
+    summary = "A graph-carrying tensor is kept across training steps, so every step's autograd graph stays alive."
+    message = (
+        "`{value}` carries this step's autograd graph and `{acc}` outlives the step: every step's graph "
+        "stays in memory until out-of-memory; store `{value}.detach()` (or `.item()` for a number)."
+    )
+    requires = ((_BACKWARD,),)
+    fix_applicability = UNSAFE
+    tags = ("memory",)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(node)
+
+    def _check(self, loop) -> None:
+        if not backward_calls(self.ctx, loop) or grad_disabled(self.ctx):
+            return
+        backpropagated = self._backpropagated_names(loop)
+        graph = self._graph_names(loop, backpropagated)
+        feeding = self._feeding(loop, backpropagated)
+        for site in loop_sites(self.ctx, loop):
+            if site.grad_off or site.depth and self._nested_training_loop(loop, site):
+                continue
+            found = self._accumulation(site.node)
+            if found is None:
+                continue
+            acc, value, check = found
+            if acc.value in feeding or not self._outlives(loop, acc, check, site.node):
+                continue
+            if not self._carries_graph(value, graph):
+                continue
+            self._flag(acc, value)
+
+    # -- the shapes of accumulation
+    def _accumulation(self, node) -> Optional[Tuple[cst.Name, cst.BaseExpression, str]]:
+        """(accumulator name, stored value, kind of container) for ``acc.append(v)``,
+        ``acc[k].append(v)``, ``acc += v``, ``acc = acc + v``, ``acc[k] = v``."""
+        if isinstance(node, cst.Call):
+            method = method_call(node)
+            if method is None or method[1] != "append" or len(node.args) != 1 or node.args[0].star:
+                return None
+            receiver = method[0]
+            kind = "list"
+            if isinstance(receiver, cst.Subscript):
+                receiver, kind = receiver.value, "dict"
+            return (receiver, node.args[0].value, kind) if isinstance(receiver, cst.Name) else None
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and isinstance(node.target, cst.Name):
+            return node.target, node.value, "any"
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Name) and isinstance(node.value, cst.BinaryOperation) and isinstance(
+                    node.value.operator, cst.Add):
+                left, right = node.value.left, node.value.right
+                if isinstance(left, cst.Name) and left.value == target.value:
+                    return left, right, "read"
+            if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                return target.value, node.value, "dict"
+        return None
+
+    def _outlives(self, loop, acc: cst.Name, kind: str, statement: cst.CSTNode) -> bool:
+        """Is the accumulator bound only outside the loop (``statement`` itself aside), to a
+        container of the right kind?"""
+        semantic = self.ctx.semantic
+        if kind == "any":  # `acc += v`: the target is a binding; ask its scope
+            scope = semantic.scope_for(acc)
+            bindings = [b for b in (scope.bindings.get(acc.value, []) if scope else []) if b.kind != AUGMENT]
+        else:
+            bindings = [b for b in semantic.lookup(acc) or [] if b.statement is not statement]
+        if not bindings or any(b.kind not in (ASSIGN, AUGMENT) or _inside(b, loop) for b in bindings):
+            return False
+        if kind in ("any", "read"):
+            return all(b.kind == AUGMENT or b.value is not None for b in bindings)
+        factories = _LIST_FACTORIES if kind == "list" else _DICT_FACTORIES
+        for b in bindings:
+            value = b.value
+            if kind == "list" and isinstance(value, (cst.List, cst.ListComp)):
+                continue
+            if kind == "dict" and isinstance(value, (cst.Dict, cst.DictComp)):
+                continue
+            if isinstance(value, cst.Call) and (semantic.resolve_call(value) or dotted_name(value.func)) in factories:
+                continue
+            return False
+        return True
+
+    def _nested_training_loop(self, loop, site) -> bool:
+        """Is the site inside a nested loop that backpropagates itself (checked on its own visit)?"""
+        nested = memo(self.ctx, "nested_backward_loops", loop, lambda: [
+            s.node for s in loop_sites(self.ctx, loop) if isinstance(s.node, _LOOPS) and backward_calls(self.ctx, s.node)])
+        return any(site.node is n or any(site.node is m for m in walk(n)) for n in nested)
+
+    # -- what carries a graph
+    def _backpropagated_names(self, loop) -> Set[str]:
+        names: Set[str] = set()
+        for site in backward_calls(self.ctx, loop):
+            call = site.node
+            roots = [call.func.value] if isinstance(call.func, cst.Attribute) else []
+            roots += [a.value for a in call.args if a.keyword is None]
+            for root in roots:
+                names |= {n.value for n in walk(root) if isinstance(n, cst.Name)}
+        return names
+
+    def _assignments(self, loop) -> List[cst.Assign]:
+        return [s.node for s in loop_sites(self.ctx, loop) if isinstance(s.node, cst.Assign)]
+
+    def _feeding(self, loop, backpropagated: Set[str]) -> Set[str]:
+        """Names whose values flow into what the loop backpropagates (``total`` of
+        ``loss = total / n; loss.backward()``)."""
+        feeding = set(backpropagated)
+        assigns = self._assignments(loop) + [s.node for s in loop_sites(self.ctx, loop) if isinstance(s.node, cst.AugAssign)]
+        for _ in range(4):
+            before = len(feeding)
+            for node in assigns:
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                if any(isinstance(n, cst.Name) and n.value in feeding for t in targets for n in walk(t)):
+                    feeding |= {n.value for n in walk(node.value) if isinstance(n, cst.Name)}
+            if len(feeding) == before:
+                break
+        return feeding
+
+    def _graph_names(self, loop, backpropagated: Set[str]) -> Set[str]:
+        graph = set(backpropagated)
+        feeding = self._feeding(loop, backpropagated)
+        semantic = self.ctx.semantic
+        assigns = self._assignments(loop)
+        for node in assigns:  # model outputs that feed the loss: out = model(x)
+            value = node.value
+            if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and (
+                    isinstance(value.func, cst.Name) or dotted_name(value.func) == f"self.{getattr(value.func.attr, 'value', '')}"):
+                if semantic.resolve_call(value) is None:
+                    for t in node.targets:
+                        graph |= {n.value for n in walk(t.target) if isinstance(n, cst.Name) and n.value in feeding}
+        for _ in range(4):
+            before = len(graph)
+            for node in assigns:
+                if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and _graph_expression(node.value, graph):
+                    graph.add(node.targets[0].target.value)
+            if len(graph) == before:
+                break
+        return graph
+
+    def _carries_graph(self, value: cst.BaseExpression, graph: Set[str]) -> bool:
+        if not _graph_expression(value, graph):
+            return False
+        for name in walk(value):  # what reaches the read: `loss = loss.item()` first is detached
+            if isinstance(name, cst.Name) and name.value in graph:
+                bindings = self.ctx.semantic.lookup(name)
+                if bindings and all(b.value is not None and _detached(b.value) for b in bindings):
+                    return False
+        return True
+
+    def _flag(self, acc: cst.Name, value: cst.BaseExpression) -> None:
+        text = self.ctx.module.code_for_node(value)
+        simple = isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not value.lpar
+        detached = f"{text}.detach()" if simple else f"({text}).detach()"
+        fix = FixSpec(UNSAFE, f"Store `{detached}`", (NodeEdit(value, detached),))
+        self.report(value, self.message.format(value=text if len(text) <= 30 else "the value", acc=acc.value), fix)
+
+
+def _detached(value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.Call):
+        method = method_call(value)
+        if method is not None and method[1] in _DETACHING:
+            return True
+        if isinstance(value.func, cst.Name) and value.func.value in ("float", "int", "bool", "str", "len"):
+            return True
+    return False
+
+
+def _graph_expression(node: cst.BaseExpression, graph: Set[str]) -> bool:
+    """Does this expression carry the graph of a name in ``graph`` (no ``.item()``/``.detach()``)?"""
+    if isinstance(node, cst.Name):
+        return node.value in graph
+    if isinstance(node, cst.Call):
+        method = method_call(node)
+        if method is not None and method[1] in _GRAPH_METHODS:
+            return _graph_expression(method[0], graph)
+        return False
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, (cst.FloorDivide, cst.Modulo, cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return False
+        return _graph_expression(node.left, graph) or _graph_expression(node.right, graph)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return _graph_expression(node.expression, graph)
+    if isinstance(node, cst.Subscript):
+        return _graph_expression(node.value, graph)
+    return False
+
+
+# -- TL402 -------------------------------------------------------------------------------------
+
+class NoGradInEval(Rule):
+    """Flags an evaluation loop over a data loader that runs the model with autograd on: the
+    loop takes no gradient step and the model is in ``.eval()``, or the function or the loader
+    is named for evaluation (``validate``, ``val_loader``), and nothing around the call turns
+    gradients off: no ``torch.no_grad()``/``inference_mode()`` (context or decorator),
+    ``set_grad_enabled``, and every caller of the function in this file calls it with gradients
+    on (a caller we cannot see, or no caller in this file, keeps the rule silent).
+    """
+
+    code = "TL402"
+    name = "no-grad-in-eval"
+    summary = "An evaluation loop runs the model without `torch.no_grad()`/`torch.inference_mode()`."
+    message = (
+        "This evaluation loop runs `{model}` with autograd on: every forward records a graph and keeps "
+        "activations alive for a backward that never comes; wrap the loop in `with torch.inference_mode():` "
+        "(or `torch.no_grad()`)."
+    )
+    requires = ((re.compile("(?i)loader"),), (re.compile("(?i)eval|val|test|predict|infer"),))
+    tags = ("performance", "memory")
+
+    def visit_For(self, node: cst.For) -> None:
+        ctx = self.ctx
+        if not is_loader_expression(node.iter, ctx) or calls_gradient_step(node, ctx) or grad_disabled(ctx):
+            return
+        function = enclosing_function(ctx)
+        scope = function or ctx.module
+        if _needs_gradients(ctx, node, True) or (function is not None and _needs_gradients(ctx, function, False)):
+            return
+        modes = _modes_before(ctx, scope, node)
+        evaluated = {name for name, mode in modes.items() if mode == "eval"}
+        named = bool(set(name_tokens(function.name)) & EVAL_WORDS) if function is not None else False
+        loader = next((v for v in ctx.semantic.iterated_values(node.iter)), node.iter)
+        named = named or bool(set(name_tokens(loader)) & EVAL_WORDS)
+        model = None
+        for site in loop_sites(ctx, node):
+            if site.grad_off or not isinstance(site.node, cst.Call):
+                continue
+            func = site.node.func
+            callee = dotted_name(func)
+            if callee is None or ctx.semantic.resolve_call(site.node) is not None:
+                continue
+            if callee.endswith(".forward"):
+                callee = callee[: -len(".forward")]
+            if modes.get(callee) == "train":
+                continue
+            if callee in evaluated or (named and set(name_tokens(cst.parse_expression(callee))) & MODEL_WORDS):
+                model = (site.node, callee)
+                break
+        if model is None:
+            return
+        if function is not None and not _called_with_grad_on(ctx, function, 0):
+            return
+        self.report(model[0], self.message.format(model=model[1]))
+
+
+def _modes_before(ctx, scope, loop) -> Dict[str, str]:
+    """dotted name -> "eval"/"train": the last ``x.eval()`` / ``x.train(...)`` of ``scope``'s own
+    code (not its nested functions or classes) up to the end of ``loop``."""
+    def compute():
+        modes: Dict[str, str] = {}
+        body = scope.body if scope is not ctx.module else scope
+        for node in walk(body, _SCOPES):
+            if node is loop:
+                break
+            _record_mode(node, modes)
+        for site in loop_sites(ctx, loop):
+            _record_mode(site.node, modes)
+        return modes
+
+    return memo(ctx, "modes_before", loop, compute)
+
+
+def _record_mode(node, modes: Dict[str, str]) -> None:
+    method = method_call(node)
+    if method is None or method[1] not in ("eval", "train"):
+        return
+    name = dotted_name(method[0])
+    if name is None:
+        return
+    if method[1] == "eval" and not node.args:
+        modes[name] = "eval"
+    elif method[1] == "train":
+        arg = node.args[0].value if node.args else None
+        modes[name] = "eval" if isinstance(arg, cst.Name) and arg.value == "False" else "train"
+
+
+def _needs_gradients(ctx, root, in_loop: bool) -> bool:
+    """Code that needs autograd or decides about it: ``.grad``, ``requires_grad``,
+    ``torch.autograd.grad``, ``set_grad_enabled``, attacks and saliency; and, inside the loop
+    itself, ``backward``."""
+    def compute():
+        for node in walk(root):
+            if isinstance(node, cst.Attribute) and node.attr.value in ("grad", "requires_grad", "requires_grad_"):
+                return True
+            if not isinstance(node, cst.Name):
+                continue
+            if node.value in ("set_grad_enabled", "enable_grad", "requires_grad", "requires_grad_"):
+                return True
+            if in_loop and node.value in ("backward", "manual_backward"):
+                return True
+            if set(name_tokens(node)) & GRAD_NEEDING_WORDS:
+                return True
+        return False
+
+    return memo(ctx, f"needs_gradients_{in_loop}", root, compute)
+
+
+def _call_sites(ctx) -> Dict[int, List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], bool]]]:
+    """id(function of this file) -> (call or other reference, function holding it, gradients
+    off there, called) for every reference to it: ``f(...)``, ``self.f(...)``, ``f`` passed on."""
+    def compute():
+        semantic = ctx.semantic
+        sites: Dict[int, list] = {}
+        called: Set[int] = set()
+        # (node, holding function, gradients off) with an explicit stack
+        stack: List[tuple] = [(child, None, False) for child in reversed(_children(ctx.module))]
+        while stack:
+            node, holder, off = stack.pop()
+            if isinstance(node, cst.FunctionDef):
+                deco_off = any(
+                    semantic.resolve(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) in GRAD_OFF
+                    for d in node.decorators
+                )
+                stack.extend((child, node, deco_off or _mentions_grad_switch(ctx, node))
+                             for child in reversed(_children(node)))
+                continue
+            if isinstance(node, cst.With):
+                inner = off or any(_turns_grad_off(semantic, item.item) for item in node.items)
+                stack.extend((child, holder, inner if child is node.body else off) for child in reversed(_children(node)))
+                continue
+            if isinstance(node, cst.Call):
+                called.add(id(node.func))
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                target = semantic.module_function(node)
+                if target is not None:
+                    sites.setdefault(id(target), []).append((node, holder, off, id(node) in called))
+                if isinstance(node, cst.Name):
+                    continue
+            stack.extend((child, holder, off) for child in reversed(_children(node)))
+        return sites
+
+    return memo(ctx, "call_sites", ctx.module, compute)
+
+
+def _mentions_grad_switch(ctx, function) -> bool:
+    """A function that calls ``torch.set_grad_enabled(...)`` anywhere: its grad mode is unknown."""
+    return any(isinstance(n, cst.Name) and n.value == "set_grad_enabled" for n in walk(function))
+
+
+def _called_with_grad_on(ctx, function: cst.FunctionDef, depth: int) -> bool:
+    """Is every reference to ``function`` in this file a call made with gradients on? A
+    function nobody in this file calls is called from where we cannot see: unknown (False)."""
+    if depth > 4:
+        return False
+    sites = _call_sites(ctx).get(id(function), [])
+    if not sites:
+        return False
+    for node, holder, off, called in sites:
+        if off or not called:
+            return False
+        if holder is None:
+            continue  # module level: a script runs with gradients on
+        if holder is function:
+            continue  # recursion
+        if _takes_gradient_step(ctx, holder):
+            continue  # training code calls it: gradients are on there
+        if not _called_with_grad_on(ctx, holder, depth + 1):
+            return False
+    return True
+
+
+def _takes_gradient_step(ctx, function) -> bool:
+    return memo(ctx, "takes_gradient_step", function, lambda: any(
+        isinstance(n, cst.Call) and _is_backward(ctx, n) for n in walk(function)))
+
+
+RULES = [NoGradInEval, DdpNoSync, RetainedGraph, MissingZeroGrad]
