@@ -34,7 +34,10 @@ STAR_EXPORTS = {
               "rand", "randn", "randint", "randperm", "normal", "zeros_like", "ones_like",
               "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "as_tensor"},
     "torch.nn": {"Conv1d", "Conv2d", "Conv3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-                 "Sequential", "DataParallel", "Module"},
+                 "Sequential", "DataParallel", "Module", "ConvTranspose1d", "ConvTranspose2d",
+                 "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+                 "LazyConvTranspose2d", "LazyConvTranspose3d", "SyncBatchNorm", "LazyBatchNorm1d",
+                 "LazyBatchNorm2d", "LazyBatchNorm3d", "ModuleList"},
     "torch.utils.data": {"DataLoader"},
 }
 
@@ -71,14 +74,38 @@ TENSOR_CUDA_PARAMS = ("device", "non_blocking")
 # Device types that are not the host (the part of "cuda:1" before the colon).
 ACCELERATOR_DEVICE_TYPES = frozenset({"cuda", "mps", "xpu", "hpu", "npu", "mtia", "xla", "privateuseone"})
 
-CONV_CLASSES = frozenset({"torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d"})
 # Parameter order of torch.nn.Conv1d/2d/3d.__init__ (checked against torch in the tests).
 CONV_PARAMS = (
     "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias",
     "padding_mode", "device", "dtype",
 )
 CONV_BIAS_POSITION = CONV_PARAMS.index("bias")
+# ... of ConvTranspose1d/2d/3d, LazyConv1d/2d/3d and LazyConvTranspose1d/2d/3d.
+CONV_TRANSPOSE_PARAMS = (
+    "in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding", "groups", "bias",
+    "dilation", "padding_mode", "device", "dtype",
+)
+LAZY_CONV_PARAMS = CONV_PARAMS[1:]
+LAZY_CONV_TRANSPOSE_PARAMS = CONV_TRANSPOSE_PARAMS[1:]
+# Every torch convolution module class -> its constructor's parameter order.
+CONV_CLASS_PARAMS = {
+    f"torch.nn.{prefix}{kind}{n}d": params
+    for n in (1, 2, 3)
+    for prefix, kind, params in (
+        ("", "Conv", CONV_PARAMS),
+        ("", "ConvTranspose", CONV_TRANSPOSE_PARAMS),
+        ("Lazy", "Conv", LAZY_CONV_PARAMS),
+        ("Lazy", "ConvTranspose", LAZY_CONV_TRANSPOSE_PARAMS),
+    )
+}
+CONV_CLASSES = frozenset(CONV_CLASS_PARAMS)
+# Position of `bias` among each conv class's constructor parameters.
+CONV_BIAS_POSITIONS = {name: params.index("bias") for name, params in CONV_CLASS_PARAMS.items()}
 BATCHNORM_CLASSES = frozenset({"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d"})
+# Norms that subtract a per-channel mean computed from the batch in training mode.
+MEAN_SUBTRACTING_NORMS = BATCHNORM_CLASSES | {
+    "torch.nn.SyncBatchNorm", "torch.nn.LazyBatchNorm1d", "torch.nn.LazyBatchNorm2d", "torch.nn.LazyBatchNorm3d",
+}
 
 HOST_SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 

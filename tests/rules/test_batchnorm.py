@@ -11,7 +11,14 @@ import pytest
 from torchlint.config import Settings, settings_from_table
 from torchlint.edits import apply_edits
 from torchlint.engine import lint_source
-from torchlint.torch_api import CONV_BIAS_POSITION, CONV_PARAMS
+from torchlint.rules.batchnorm import batchnorm_may_be_used, conv_may_have_bias
+from torchlint.torch_api import (
+    CONV_BIAS_POSITION,
+    CONV_BIAS_POSITIONS,
+    CONV_CLASS_PARAMS,
+    CONV_PARAMS,
+    MEAN_SUBTRACTING_NORMS,
+)
 
 HEADER = "import torch\nimport torch.nn as nn\n"
 
@@ -281,3 +288,189 @@ def test_no_fix_when_the_class_touches_the_bias():
     (d,) = lint(code)
     assert (d.location.row, d.location.column) == (6, 21)
     assert d.fix is None
+
+
+def test_conv_class_tables_match_torch():
+    torch = pytest.importorskip("torch")
+    assert len(CONV_CLASS_PARAMS) == 12
+    for qualified, params in CONV_CLASS_PARAMS.items():
+        cls = getattr(torch.nn, qualified.rsplit(".", 1)[1])
+        assert tuple(inspect.signature(cls).parameters) == params, qualified
+        assert params.index("bias") == CONV_BIAS_POSITIONS[qualified]
+    for qualified in MEAN_SUBTRACTING_NORMS:
+        cls = getattr(torch.nn, qualified.rsplit(".", 1)[1])
+        assert issubclass(cls, torch.nn.modules.batchnorm._BatchNorm)
+
+
+def test_positional_bias_of_transposed_and_lazy_convs():
+    code = """\
+    a = nn.Sequential(nn.ConvTranspose2d(4, 4, 2, 2, 0, 0, 1, True), nn.BatchNorm2d(4))
+    b = nn.Sequential(nn.ConvTranspose2d(4, 4, 2, 2, 0, 0, 1, False), nn.BatchNorm2d(4))
+    c = nn.Sequential(nn.LazyConv2d(4, 3, 1, 0, 1, 1, False), nn.BatchNorm2d(4))
+    d = nn.Sequential(nn.LazyConvTranspose3d(4, 3, 1, 0, 0, 1, True), nn.LazyBatchNorm3d())
+    """
+    assert findings(code) == [("TL301", 3, 19), ("TL301", 6, 19)]
+    assert fixed("s = nn.Sequential(nn.LazyConv1d(4, 3, 1, 0, 1, 1, True), nn.BatchNorm1d(4))\n") == (
+        "s = nn.Sequential(nn.LazyConv1d(4, 3, 1, 0, 1, 1, False), nn.BatchNorm1d(4))\n"
+    )
+
+
+LIST_CASES = [
+    # (body of `def f(c):` ending in `return nn.Sequential(*layers)`, flagged rows)
+    ("layers = []\nlayers.append(nn.Conv2d(c, c, 3))\nlayers.append(nn.BatchNorm2d(c))\n", [5]),
+    ("layers = [nn.Conv2d(c, c, 3)]\nlayers += [nn.BatchNorm2d(c), nn.ReLU()]\n", [4]),
+    ("layers = []\nlayers.extend([nn.Conv2d(c, c, 3), nn.BatchNorm2d(c)])\n", [5]),
+    ("layers = []\nfor _ in range(3):\n    layers += [nn.Conv2d(c, c, 3), nn.BatchNorm2d(c), nn.ReLU()]\n", [6]),
+    ("layers = []\nfor _ in range(3):\n    layers.append(nn.Conv2d(c, c, 3))\n    layers.append(nn.BatchNorm2d(c))\n", [6]),
+    ("conv = nn.Conv2d(c, c, 3)\nlayers = [conv, nn.BatchNorm2d(c)]\n", [4]),
+    # silent
+    ("layers = []\nfor _ in range(3):\n    layers.append(nn.BatchNorm2d(c))\n    layers.append(nn.Conv2d(c, c, 3))\n", []),
+    ("layers = [nn.Conv2d(c, c, 3)]\nlayers.insert(0, nn.Identity())\nlayers.append(nn.BatchNorm2d(c))\n", []),
+    ("layers = [nn.Conv2d(c, c, 3)]\nlayers.append(nn.ReLU())\nlayers.append(nn.BatchNorm2d(c))\n", []),
+    ("layers = [nn.Conv2d(c, c, 3)]\nlayers.append(nn.GroupNorm(1, c))\n", []),
+    ("layers = [nn.Conv2d(c, c, 3)]\nlayers = layers + [nn.BatchNorm2d(c)]\n", []),
+    ("layers = [nn.Conv2d(c, c, 3)]\nlayers += more\nlayers.append(nn.BatchNorm2d(c))\n", []),
+    ("conv = nn.Conv2d(c, c, 3)\nlayers = [conv, nn.BatchNorm2d(c)]\nself.proj = conv\n", []),
+    ("layers = [nn.Conv2d(c, c, 3)]\nlayers.append(nn.BatchNorm2d(c)) if c else None\n", []),
+]
+
+
+@pytest.mark.parametrize("body, rows", LIST_CASES)
+def test_layers_collected_in_a_list(body, rows):
+    code = "def f(c, more):\n" + textwrap.indent(body + "return nn.Sequential(*layers)\n", "    ")
+    assert [r for _, r, _ in findings(code)] == rows
+
+
+SEQUENTIAL_SUBCLASS = """\
+class Stem(nn.Sequential):
+    def __init__(self, c):
+        super().__init__({args})
+{body}
+"""
+
+
+@pytest.mark.parametrize(
+    "args, body, flagged",
+    [
+        ("", 'self.add_module("conv", nn.Conv2d(c, c, 3))\nself.add_module("bn", nn.BatchNorm2d(c))', True),
+        ("nn.Conv2d(c, c, 3)", 'self.add_module("bn", nn.BatchNorm2d(c))', True),
+        ("nn.Conv2d(c, c, 3), nn.BatchNorm2d(c)", "self.stride = 2", True),
+        ("", "self.conv = nn.Conv2d(c, c, 3)\nself.bn = nn.BatchNorm2d(c)", True),
+        ("", 'self.add_module("conv", nn.Conv2d(c, c, 3))\nif c:\n    self.add_module("bn", nn.BatchNorm2d(c))', False),
+        ("", 'self.add_module("conv", nn.Conv2d(c, c, 3))\nself.act = act\nself.add_module("bn", nn.BatchNorm2d(c))', False),
+        ("nn.Conv2d(c, c, 3)", "self.add_module(name, act())\nself.add_module('bn', nn.BatchNorm2d(c))", False),
+    ],
+)
+def test_sequential_subclass_registrations(args, body, flagged):
+    code = SEQUENTIAL_SUBCLASS.format(args=args, body=textwrap.indent(body, " " * 8))
+    assert bool(findings(code)) is flagged
+
+
+PAIRED = """\
+class Branches(nn.Module):
+    def __init__(self, c, n):
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv2d(c, c, 3) for _ in range(n)])
+        self.bns = nn.ModuleList([{norm} for _ in range(n)])
+
+    def forward(self, x):
+{forward}
+"""
+
+
+@pytest.mark.parametrize(
+    "norm, forward, flagged",
+    [
+        ("nn.BatchNorm2d(c)", "return [bn(conv(x)) for conv, bn in zip(self.convs, self.bns)]", True),
+        ("nn.BatchNorm2d(c)", "for conv, bn in zip(self.convs, self.bns):\n    x = bn(conv(x))\nreturn x", True),
+        ("nn.BatchNorm2d(c)", "for i in range(len(self.convs)):\n    x = self.bns[i](self.convs[i](x))\nreturn x", True),
+        ("nn.BatchNorm2d(c)", "y = self.convs[0](x)\nreturn self.bns[0](y)", True),
+        ("nn.SyncBatchNorm(c)", "for i, (conv, bn) in enumerate(zip(self.convs, self.bns)):\n    x = bn(conv(x))\nreturn x", True),
+        ("nn.LayerNorm(c)", "return [bn(conv(x)) for conv, bn in zip(self.convs, self.bns)]", False),
+        ("nn.BatchNorm2d(c)", "return [bn(conv(x)) for conv, bn in zip(self.bns, self.convs)]", False),
+        ("nn.BatchNorm2d(c)", "return [bn(x) + conv(x) for conv, bn in zip(self.convs, self.bns)]", False),
+        ("nn.BatchNorm2d(c)", "return self.bns[0](self.convs[1](x))", False),
+        ("nn.BatchNorm2d(c)", "return self.bns[i](self.convs[j](x))", False),
+        ("nn.BatchNorm2d(c)", "return [bn(conv(x)) for conv, bn in zip(self.convs, self.bns)] + [self.convs[0](x)]", False),
+        ("nn.BatchNorm2d(c)", "return nn.Sequential(*self.convs)(x)", False),
+    ],
+)
+def test_paired_module_lists(norm, forward, flagged):
+    code = PAIRED.format(norm=norm, forward=textwrap.indent(forward, " " * 8))
+    assert bool(findings(code)) is flagged
+
+
+@pytest.mark.parametrize(
+    "signature, prelude, flagged",
+    [
+        ("norm_layer=nn.BatchNorm2d", "", True),
+        ("norm_layer=torch.nn.SyncBatchNorm", "", True),
+        ("norm_layer=None", "if norm_layer is None:\n    norm_layer = nn.BatchNorm2d\n", True),
+        ("norm_layer=None", "", False),
+        ("norm_layer=nn.GroupNorm", "", False),
+        ("norm_layer", "", False),
+        ("norm_layer=nn.BatchNorm2d", "norm_layer = make_norm(norm_layer)\n", False),
+        ("norm_layer=None", "if norm_layer is None:\n    norm_layer = nn.GroupNorm\n", False),
+    ],
+)
+def test_norm_layer_parameter_defaults(signature, prelude, flagged):
+    code = (
+        f"def block(c, {signature}):\n"
+        + textwrap.indent(prelude + "return nn.Sequential(nn.Conv2d(c, c, 3), norm_layer(c))\n", "    ")
+    )
+    found = lint(code)
+    assert bool(found) is flagged
+    if found:
+        assert "`norm_layer` defaults to" in found[0].message
+        assert found[0].fix is None  # a caller may pass another norm: the bias may matter there
+
+
+def test_add_module_attribute_and_bias_touch():
+    code = """\
+    class Layer(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.add_module("conv", nn.Conv2d(c, c, 1))
+            self.add_module("norm", nn.BatchNorm2d(c))
+            nn.init.zeros_(self.conv.bias)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.norm(y)
+    """
+    (d,) = lint(code)
+    assert (d.location.row, d.location.column) == (6, 33) and d.fix is None
+
+
+@pytest.mark.parametrize(
+    "text, conv, norm",
+    [
+        ("nn.Conv2d(3, 8, 3)", True, False),
+        ("nn.Conv2d(3, 8, 3, bias=False)", False, False),
+        ("nn.Conv2d(3, 8, 3, bias = use_bias)", False, False),
+        ("nn.Conv2d(3, 8, 3, bias=(True))", True, False),
+        ("nn.Conv2d(3, 8, 3, **kw)", False, False),
+        ("nn.Conv2d(3, 8, 3, bias=True, **kw)", True, False),
+        ("nn.Conv2d(f(bias=False), 8, 3)", True, False),
+        ("nn.Conv2d(3, 8, 3, padding='same', bias=False)", True, False),  # a string: the scan gives up
+        ("nn.Conv2d (\n 3, 8, 3)", True, False),
+        ("from torch.nn import Conv2d as C", True, False),
+        ("C = nn.Conv2d", True, False),
+        ("Conv, BN = nn.Conv2d, nn.BatchNorm2d", True, True),
+        ("if isinstance(m, nn.Conv2d):\n    pass", False, False),
+        ("if isinstance(m, (nn.Conv2d, nn.BatchNorm2d)):", False, False),
+        ("isinstance(m, (nn.Conv2d,\n nn.BatchNorm2d))", False, True),  # a continued line: unsure
+        ("C, B = (\n    nn.Conv2d,\n    nn.BatchNorm2d)", True, True),
+        ("class SeparableConv2d(nn.Module): pass", False, False),
+        ("x = nn.BatchNorm2d.forward", False, False),
+        ("def f(norm_layer=nn.BatchNorm2d): pass", False, True),
+        ("nn.SyncBatchNorm(8)", False, True),
+        ("nn.SyncBatchNorm.convert_sync_batchnorm(model)", False, False),
+        ("'nn.BatchNorm2d'", False, False),
+        ("nn.ConvTranspose2d(3, 8, 2)", True, False),
+        ("nn.LazyConv2d(8, 3)", True, False),
+    ],
+)
+def test_prefilter_predicates(text, conv, norm):
+    assert conv_may_have_bias(text) is conv
+    assert batchnorm_may_be_used(text) is norm

@@ -2,33 +2,122 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+import re
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import body_simple_statements, get_arg, literal_value
+from torchlint.analysis import UNKNOWN, body_simple_statements, get_arg, literal_value
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
-from torchlint.tree import iter_children
 from torchlint.diagnostics import UNSAFE
-from torchlint.rules.base import Rule
-from torchlint.torch_api import BATCHNORM_CLASSES, CONV_BIAS_POSITION, CONV_CLASSES
+from torchlint.imports import dotted_name
+from torchlint.rules.base import GAP, Rule
+from torchlint.semantic import ASSIGN, AUGMENT, LOOP, PARAM
+from torchlint.torch_api import CONV_BIAS_POSITIONS, CONV_CLASSES, MEAN_SUBTRACTING_NORMS
+from torchlint.tree import iter_children
 
-# Every one of these subtracts a per-channel mean computed from the batch in training mode.
-_MEAN_SUBTRACTING_NORMS = BATCHNORM_CLASSES | {"torch.nn.SyncBatchNorm"}
+_SEQUENTIAL = "torch.nn.Sequential"
+_CONTAINERS = frozenset({"torch.nn.ModuleList", _SEQUENTIAL})
 _ORDERED_DICTS = frozenset({"collections.OrderedDict", "typing.OrderedDict"})
+# Reading these from a conv module reads a parameter or a setting: nothing is computed.
+_APPLY_METHODS = frozenset({"forward", "__call__", "_conv_forward"})
+Layers = List[Optional[cst.BaseExpression]]  # in order; None: something unseen that breaks a pair
 
 
+# -- prefilter ------------------------------------------------------------------------------------
+_CONV_NAME = re.compile(rf"(?<!\w)(?:Lazy)?Conv(?:Transpose)?[123]d(?!\w){GAP}(.?)")
+_NORM_NAME = re.compile(rf"(?<!\w)(?:Sync|Lazy)?BatchNorm(?:[123]d)?(?!\w){GAP}(.?)")
+_BIAS_NOT_TRUE = re.compile(rf"bias{GAP}={GAP}(?!\(*{GAP}True\b)")
+_ASSIGNMENT = re.compile(r"(?<![=!<>])=(?!=)")
+
+
+def _named_for_use(pattern: re.Pattern, text: str, call_may_fire: Callable[[str, int], bool]) -> bool:
+    """Is a class matched by ``pattern`` named anywhere a finding could come from? A call
+    (``call_may_fire`` vouches for its arguments), an ``as`` alias, an assignment or a parameter
+    default (``C = nn.Conv2d``, ``norm_layer=nn.BatchNorm2d``). Silent only on the spellings that
+    never reach a finding: ``isinstance(m, nn.Conv2d)`` on a line without ``=``, attribute reads
+    (``nn.BatchNorm2d.forward``) and names followed by a quote (inside a string)."""
+    for match in pattern.finditer(text):
+        after = match.group(1)
+        if after in (".", "'", '"'):
+            continue
+        if after in (")", ",") and not _may_bind(text, match.start()):
+            continue  # isinstance(m, nn.Conv2d) / (nn.Conv2d, nn.Linear): no alias is made here
+        if after == "(" and not call_may_fire(text, match.end()):
+            continue
+        return True
+    return False
+
+
+def _may_bind(text: str, at: int) -> bool:
+    """Could the statement around ``at`` bind a name to what is there? Yes when its line has
+    an ``=`` before it, or the line continues an earlier one (the ``=`` may be there)."""
+    start = text.rfind("\n", 0, at) + 1
+    if _ASSIGNMENT.search(text, start, at):
+        return True
+    end = text.find("\n", at)
+    line = text[start:end if end != -1 else len(text)]
+    if sum(line.count(c) for c in ")]}") > sum(line.count(c) for c in "([{"):
+        return True  # closes brackets opened on an earlier line
+    previous = text[text.rfind("\n", 0, max(start - 1, 0)) + 1:max(start - 1, 0)].split("#", 1)[0].rstrip()
+    return bool(previous) and previous[-1] in "([{,\\=+-*/%|&^<>:@~"
+
+
+def _conv_call_may_have_bias(text: str, start: int) -> bool:
+    """The arguments of the call whose ``(`` ends at ``start``: False when one of them, at the
+    call's own level, is ``bias=<not True>`` or ``*args``/``**kwargs`` (TL301 stays silent on
+    those), True otherwise and whenever a string or comment makes the brackets uncertain."""
+    depth, i, piece_start, pieces = 0, start, start, []
+    while i < len(text):
+        c = text[i]
+        if c in "'\"#":
+            return True
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                pieces.append(text[piece_start:i])
+                break
+            depth -= 1
+        elif c == "," and depth == 0:
+            pieces.append(text[piece_start:i])
+            piece_start = i + 1
+        i += 1
+    else:
+        return True
+    pieces = [p.strip() for p in pieces]
+    if any(p.startswith("bias") and _BIAS_NOT_TRUE.match(p) for p in pieces):
+        return False
+    return not any(p.startswith("*") for p in pieces) or any(p.startswith("bias") for p in pieces)
+
+
+def conv_may_have_bias(text: str) -> bool:
+    """Prefilter: a torch convolution is built (or aliased) with a bias that may be on."""
+    return _named_for_use(_CONV_NAME, text, _conv_call_may_have_bias)
+
+
+def batchnorm_may_be_used(text: str) -> bool:
+    """Prefilter: a BatchNorm class is built, aliased or given as a parameter default."""
+    return _named_for_use(_NORM_NAME, text, lambda _text, _start: True)
+
+
+# -- the rule -------------------------------------------------------------------------------------
 class ConvBiasBeforeBatchNorm(Rule):
-    """Flags a ``Conv1d/2d/3d`` with its bias on whose output goes straight into a BatchNorm.
+    """Flags a convolution (``Conv``, ``ConvTranspose``, ``LazyConv``; 1d/2d/3d) with its bias on
+    whose output goes straight into a BatchNorm (also ``SyncBatchNorm``/``LazyBatchNorm``).
 
     BatchNorm subtracts the per-channel mean of its input, so a per-channel constant added just
     before it (the conv's bias) cancels out: the bias costs an add, memory and an optimizer slot
-    for nothing. Two shapes are recognised: consecutive layers of ``nn.Sequential(...)`` (also
-    via ``OrderedDict``/dict), and ``self.conv``/``self.bn`` attributes assigned once in
-    ``__init__`` whose every call in the class is ``self.bn(self.conv(x))`` or
-    ``x = self.conv(x)`` directly followed by ``x = self.bn(x)``. The finding is on the conv's
-    constructor call. Unknown bias (``bias=flag``, ``**kwargs``), other norms, an activation in
-    between, conditional or repeated assignments, convs used elsewhere and test code stay silent.
+    for nothing. Recognised: consecutive layers of ``nn.Sequential(...)`` (also ``OrderedDict``,
+    dict, ``*layers`` lists built with ``append``/``extend``/``+=``, and ``nn.Sequential``
+    subclasses filled by ``super().__init__``/``add_module``); ``self.conv``/``self.bn``
+    attributes (assigned or ``add_module``-ed once in ``__init__``) whose every call is
+    ``self.bn(self.conv(x))`` or ``y = self.conv(x)`` with ``y`` read only by ``self.bn(y)``;
+    paired ``ModuleList``s applied through ``zip(self.convs, self.bns)`` or
+    ``self.bns[i](self.convs[i](x))``; a ``norm_layer`` parameter defaulting to BatchNorm. The
+    finding is on the conv's constructor call. Unknown bias (``bias=flag``, ``**kwargs``), other
+    norms, an activation in between, conditional or repeated assignments, convs used elsewhere
+    and test code stay silent.
     """
 
     code = "TL301"
@@ -38,24 +127,32 @@ class ConvBiasBeforeBatchNorm(Rule):
         "This convolution's bias is cancelled by the BatchNorm that follows it (BatchNorm subtracts "
         "the per-channel mean); pass `bias=False`."
     )
-    requires = (("Conv1d", "Conv2d", "Conv3d"), ("BatchNorm",))
+    default_norm_message = (
+        "This convolution's bias is cancelled by the BatchNorm that `{param}` defaults to (BatchNorm "
+        "subtracts the per-channel mean); pass `bias=False` when the norm is a BatchNorm."
+    )
+    requires = ((conv_may_have_bias,), (batchnorm_may_be_used,))
     fix_applicability = UNSAFE
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._reported: Set[int] = set()
+        #: id(conv constructor call) -> its ancestors when visited, to report it from elsewhere.
+        self._conv_ancestors: Dict[int, Tuple[cst.CSTNode, ...]] = {}
+        self._indexes: Dict[int, "_Index"] = {}
+        self._classes_with_convs: Set[int] = set()
 
     # -- nn.Sequential(conv, bn, ...) ---------------------------------------------------------
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.resolve_call(node) != "torch.nn.Sequential":
-            return
-        layers = self._sequential_layers(node)
-        for first, second in zip(layers, layers[1:]):
-            if first is not None and second is not None and self._is_conv_with_bias(first) and self._is_norm(second):
-                self._report_conv(first, self.ctx.ancestors)
+    def leave_Call(self, node: cst.Call) -> None:
+        name = self.ctx.resolve_call(node)
+        if name in CONV_CLASSES:
+            if self._is_conv_with_bias(node):
+                self._conv_ancestors[id(node)] = tuple(self.ctx.ancestors)
+                self._classes_with_convs.update(id(a) for a in self.ctx.ancestors if isinstance(a, cst.ClassDef))
+        elif name == _SEQUENTIAL:
+            self._check_layers(self._sequential_layers(node))
 
-    def _sequential_layers(self, node: cst.Call) -> List[Optional[cst.BaseExpression]]:
-        """The layers in order; None stands for something unseen (``*layers``) that breaks a pair."""
+    def _sequential_layers(self, node: cst.Call) -> Layers:
         args = node.args
         if len(args) == 1 and not args[0].star and args[0].keyword is None:
             only = args[0].value
@@ -67,7 +164,7 @@ class ConvBiasBeforeBatchNorm(Rule):
                 and len(only.args) == 1
                 and isinstance(only.args[0].value, (cst.List, cst.Tuple))
             ):
-                layers: List[Optional[cst.BaseExpression]] = []
+                layers: Layers = []
                 for element in only.args[0].value.elements:
                     pair = element.value
                     if isinstance(element, cst.Element) and isinstance(pair, cst.Tuple) and len(pair.elements) == 2:
@@ -75,117 +172,609 @@ class ConvBiasBeforeBatchNorm(Rule):
                     else:
                         layers.append(None)
                 return layers
-        return [None if arg.star or arg.keyword is not None else arg.value for arg in args]
+        return self._layers_of_args(args)
 
-    # -- self.conv / self.bn applied in sequence ----------------------------------------------
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    def _layers_of_args(self, args: Sequence[cst.Arg]) -> Layers:
+        layers: Layers = []
+        for arg in args:
+            if arg.keyword is not None:
+                continue
+            if arg.star == "*":
+                built = self._built_list(arg.value)
+                layers += built.layers() if built is not None else [None]
+            elif arg.star:
+                layers.append(None)
+            else:
+                layers.append(arg.value)
+        return layers
+
+    def _check_layers(self, layers: Layers) -> None:
+        for first, second in zip(layers, layers[1:]):
+            if first is None or second is None:
+                continue
+            conv = self._constructed_conv(first)
+            if conv is not None:
+                norm = self._norm_kind(second)
+                if norm is not None:
+                    self._report_conv(conv, norm)
+
+    # -- layers collected in a list: layers.append(conv); ...; nn.Sequential(*layers) -----------
+    def _built_list(self, expr: cst.BaseExpression) -> Optional["_BuiltList"]:
+        """The list a Name holds, when this function builds it from a literal with ``append``,
+        ``extend`` and ``+=`` only, before ``expr`` reads it; None for anything else."""
+        if not isinstance(expr, cst.Name):
+            return None
+        model = self.ctx.semantic
+        scope = model.scope_for(expr)
+        if scope is None or not scope.is_function:
+            return None
+        bindings = scope.bindings.get(expr.value, [])
+        assigns = [b for b in bindings if b.kind == ASSIGN]
+        augments = [b for b in bindings if b.kind == AUGMENT]
+        if len(assigns) != 1 or len(assigns) + len(augments) != len(bindings):
+            return None
+        start = assigns[0]
+        if not isinstance(start.value, cst.List) or not isinstance(start.statement, cst.Assign):
+            return None
+        if len(start.statement.targets) != 1 or start.statement.targets[0].target is not start.node:
+            return None
+        index = self._index(scope.node)
+        read_at = model.reads.get(id(expr))
+        if read_at is None:
+            return None
+        mutations: List[Tuple[int, cst.CSTNode, Layers]] = []
+        for read in index.names.get(expr.value, ()):
+            if read is start.node or read is expr:
+                continue
+            if model.scope_for(read) is not scope:
+                if any(b is start for b in model.lookup(read) or ()):
+                    return None  # read by a nested function or comprehension: unknown
+                continue
+            parent = index.parent(read)
+            found = self._list_mutation(read, parent, index)
+            if found is not None:
+                mutations.append((model.reads[id(read)].order, found[0], found[1]))
+            elif _is_len_argument(parent, index) or _is_star_of_sequence(parent, index, self):
+                continue
+            else:
+                return None  # passed elsewhere, indexed, popped, returned: unknown
+        if any(order > read_at.order for order, _, _ in mutations):
+            return None  # grown after this read (or in a loop around it)
+        for block in read_at.blocks:
+            if isinstance(model.block_owner.get(id(block)), (cst.For, cst.While)) and any(
+                _inside(statement, block, index) for _, statement, _ in mutations
+            ):
+                return None
+        mutations.sort(key=lambda m: m[0])
+        return _BuiltList(start, mutations, index)
+
+    def _list_mutation(self, read: cst.Name, parent, index: "_Index") -> Optional[Tuple[cst.CSTNode, Layers]]:
+        """(statement, layers added) for ``read.append(x)``, ``read.extend([...])`` and
+        ``read += [...]`` statements; None for any other use of the list."""
+        if isinstance(parent, cst.AugAssign) and parent.target is read:
+            if isinstance(parent.operator, cst.AddAssign) and isinstance(parent.value, (cst.List, cst.Tuple)):
+                return parent, _elements(parent.value)
+            return None
+        if not (isinstance(parent, cst.Attribute) and parent.value is read):
+            return None
+        call = index.parent(parent)
+        statement = index.parent(call)
+        if not (isinstance(call, cst.Call) and call.func is parent and isinstance(statement, cst.Expr)):
+            return None
+        args = call.args
+        if len(args) != 1 or args[0].keyword is not None or args[0].star:
+            return None
+        if parent.attr.value == "append":
+            return statement, [args[0].value]
+        if parent.attr.value == "extend":
+            value = args[0].value
+            return statement, _elements(value) if isinstance(value, (cst.List, cst.Tuple)) else [None]
+        return None
+
+    # -- classes ------------------------------------------------------------------------------
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        if id(node) not in self._classes_with_convs:
+            return  # the cheap check first: no conv with a bias is built in this class
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
         init = next((m for m in methods if m.name.value == "__init__"), None)
-        if init is None or not self._constructs_conv_and_norm(init):
-            return  # the cheap check first: most classes never build a conv and a norm
-        assignments: Dict[str, List[Tuple[cst.BaseExpression, bool]]] = {}
-        calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], cst.FunctionDef]]] = {}
-        escaped: Set[str] = set()
-        touches_bias: Set[str] = set()
-        for method in methods:
-            owner = _self_name(method)
-            if owner is None:
-                continue
-            top_level = _top_level_statements(init) if method is init else set()
-            for child, parents in _walk(method.body):
-                attr = _self_attribute(child, owner)
-                if attr is None:
-                    continue
-                parent = parents[-1]
-                if _is_assign_target(child, parents):
-                    statement = parents[-2] if isinstance(parent, cst.AssignTarget) else parent
-                    value = statement.value if isinstance(statement, (cst.Assign, cst.AnnAssign)) else None
-                    simple = (
-                        value is not None
-                        and (isinstance(statement, cst.AnnAssign) or len(statement.targets) == 1)
-                        and id(statement) in top_level
-                    )
-                    assignments.setdefault(attr, []).append((value, simple))
-                elif isinstance(parent, cst.Call) and parent.func is child:
-                    calls.setdefault(attr, []).append((parent, parents[:-1], method))
-                elif isinstance(parent, cst.Attribute) and parent.value is child:
-                    if parent.attr.value == "bias":
-                        touches_bias.add(attr)  # nn.init.zeros_(self.conv.bias) breaks without one
-                    continue  # self.conv.weight: reading a parameter feeds nothing
-                else:
-                    escaped.add(attr)  # passed somewhere (Sequential, checkpoint, fuse): unknown
-
-        def constructed_once(attr: str) -> Optional[cst.Call]:
-            entries = assignments.get(attr, [])
-            if len(entries) == 1 and entries[0][1] and isinstance(entries[0][0], cst.Call):
-                return entries[0][0]
-            return None
-
-        norms = {a for a in assignments if (c := constructed_once(a)) is not None and self._is_norm(c)}
-        if not norms:
+        owner = _self_name(init) if init is not None else None
+        if owner is None:
             return
-        for attr in assignments:
-            conv = constructed_once(attr)
-            if conv is None or attr in escaped or not calls.get(attr) or not self._is_conv_with_bias(conv):
-                continue
-            if all(_feeds_norm(call, parents, method, norms) for call, parents, method in calls[attr]):
-                self._report_conv(conv, [*self.ctx.ancestors, node.body, init.body], fixable=attr not in touches_bias)
+        is_sequential = any(self._resolve(base.value) == _SEQUENTIAL for base in node.bases)
+        if is_sequential and not any(m.name.value == "forward" for m in methods):
+            self._check_layers(self._registered_layers(init, owner))
+            return
+        _ClassCheck(self, node, methods, init).run()
 
-    def _constructs_conv_and_norm(self, init: cst.FunctionDef) -> bool:
-        values = [
-            small.value
-            for small in body_simple_statements(init)
-            if isinstance(small, (cst.Assign, cst.AnnAssign))
-        ]
-        return any(self._is_norm(v) for v in values) and any(
-            v is not None and self._is_conv_with_bias(v) for v in values
-        )
+    def _registered_layers(self, init: cst.FunctionDef, owner: str) -> Layers:
+        """The modules an ``nn.Sequential`` subclass registers in ``__init__``, in order:
+        ``super().__init__(*layers)``, ``self.add_module(name, m)``, ``self.name = m``."""
+        layers: Layers = []
+        for statement in init.body.body:
+            smalls = statement.body if isinstance(statement, cst.SimpleStatementLine) else None
+            if smalls is None:
+                if _registers(statement, owner):
+                    layers.append(None)  # under a condition or in a loop
+                continue
+            for small in smalls:
+                value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+                if isinstance(small, cst.Expr) and isinstance(value, cst.Call):
+                    if _is_super_init(value):
+                        layers += self._layers_of_args(value.args)
+                        continue
+                    if _is_self_method(value, owner, "add_module"):
+                        module = get_arg(value, "module", 1)
+                        layers.append(module.value if module is not None and not module.star else None)
+                        continue
+                if isinstance(small, cst.Assign) and any(
+                    _self_attribute(t.target, owner) is not None for t in small.targets
+                ):
+                    if isinstance(value, cst.Call):
+                        layers.append(value)
+                    elif literal_value(value) is UNKNOWN:
+                        layers.append(None)  # may be a module
+                    continue
+                if _registers(small, owner):
+                    layers.append(None)
+        return layers
 
     # -- shared -------------------------------------------------------------------------------
+    def _resolve(self, node: cst.BaseExpression) -> Optional[str]:
+        """What a class or function name stands for (the imports seen from where the walk is)."""
+        return self.ctx.semantic.resolve_at(node, self.ctx.ancestors)
+
+    def _index(self, root: cst.CSTNode) -> "_Index":
+        index = self._indexes.get(id(root))
+        if index is None:
+            index = self._indexes[id(root)] = _Index(root)
+        return index
+
+    def _uses(self, target: cst.Name) -> Optional[List[cst.Name]]:
+        """The reads of the value a Name target binds (the bindings that reach each read)."""
+        model = self.ctx.semantic
+        scope = model.scope_for(target)
+        if scope is None:
+            return None
+        binding = next((b for b in scope.bindings.get(target.value, ()) if b.node is target), None)
+        if binding is None:
+            return None
+        stores = {id(b.node) for b in scope.bindings.get(target.value, ()) if b.kind != AUGMENT}
+        index = self._index(scope.node)
+        return [
+            n for n in index.names.get(target.value, ())
+            if id(n) not in stores and any(b is binding for b in (model.lookup(n) or ()))
+        ]
+
+    def _constructed(self, expr: cst.BaseExpression) -> Optional[cst.Call]:
+        """The constructor call of the module ``expr`` stands for: the call itself, or a Name
+        bound once to a call and read nowhere else (a module object shared with other code may
+        be applied without the norm)."""
+        if isinstance(expr, cst.Call):
+            return expr
+        if not isinstance(expr, cst.Name):
+            return None
+        bindings = self.ctx.semantic.lookup(expr)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != ASSIGN:
+            return None
+        value = bindings[0].value
+        target = bindings[0].node
+        if not isinstance(value, cst.Call) or not isinstance(target, cst.Name):
+            return None
+        uses = self._uses(target)
+        return value if uses is not None and len(uses) == 1 and uses[0] is expr else None
+
+    def _constructed_conv(self, expr: cst.BaseExpression) -> Optional[cst.Call]:
+        call = self._constructed(expr)
+        return call if call is not None and self._is_conv_with_bias(call) else None
+
     def _is_conv_with_bias(self, node: cst.BaseExpression) -> bool:
-        if not isinstance(node, cst.Call) or self.ctx.resolve_call(node) not in CONV_CLASSES:
+        if not isinstance(node, cst.Call):
+            return False
+        name = self._resolve(node.func)
+        if name not in CONV_CLASSES:
             return False
         keyword = next((a for a in node.args if a.keyword is not None and a.keyword.value == "bias"), None)
         if keyword is not None:
             return literal_value(keyword.value) is True
         if any(a.star for a in node.args):
             return False  # **kwargs / *args may set the bias: unknown
-        positional = get_arg(node, "bias", CONV_BIAS_POSITION)
+        positional = get_arg(node, "bias", CONV_BIAS_POSITIONS[name])
         return positional is None or literal_value(positional.value) is True
 
-    def _is_norm(self, node: cst.BaseExpression) -> bool:
-        return isinstance(node, cst.Call) and self.ctx.resolve_call(node) in _MEAN_SUBTRACTING_NORMS
+    def _norm_kind(self, expr: cst.BaseExpression) -> Optional[str]:
+        """"" for a mean-subtracting norm built directly, the parameter's name for one built by a
+        parameter that defaults to such a class (``norm_layer=nn.BatchNorm2d``, or ``None`` then
+        ``if norm_layer is None: norm_layer = nn.BatchNorm2d``); None otherwise."""
+        if isinstance(expr, cst.Name):
+            values = self.ctx.semantic.values_of(expr)
+            if not values or len(values) != 1:
+                return None
+            expr = values[0]
+        if not isinstance(expr, cst.Call):
+            return None
+        func = expr.func
+        if self._resolve(func) in MEAN_SUBTRACTING_NORMS:
+            return ""
+        if not isinstance(func, cst.Name):
+            return None
+        model = self.ctx.semantic
+        bindings = model.lookup(func)
+        if not bindings:
+            return None
+        defaults_to_norm = False
+        for b in bindings:
+            if b.kind == PARAM and isinstance(b.statement, cst.Param) and b.statement.default is not None:
+                default = b.statement.default
+                if model.resolve(default) in MEAN_SUBTRACTING_NORMS:
+                    defaults_to_norm = True
+                    continue
+                if literal_value(default) is None and _none_replaced_by_norm(func.value, bindings, model):
+                    continue
+            elif b.kind == ASSIGN and b.value is not None and model.resolve(b.value) in MEAN_SUBTRACTING_NORMS:
+                continue
+            return None
+        return func.value if defaults_to_norm or any(b.kind == PARAM for b in bindings) else ""
 
-    def _report_conv(self, conv: cst.Call, blocks: Sequence[cst.CSTNode], fixable: bool = True) -> None:
-        if id(conv) in self._reported:
+    def _report_conv(self, conv: cst.Call, norm_param: str = "", fixable: bool = True) -> None:
+        ancestors = self._conv_ancestors.get(id(conv))
+        if ancestors is None or id(conv) in self._reported:
             return
         self._reported.add(id(conv))
         fix = None
-        if fixable:
-            edits = _bias_false_edits(conv, "".join(block_indents(self.ctx.module, blocks)))
+        if fixable and not norm_param:
+            position = CONV_BIAS_POSITIONS[self._resolve(conv.func)]
+            edits = _bias_false_edits(conv, "".join(block_indents(self.ctx.module, ancestors)), position)
             fix = FixSpec(UNSAFE, "Pass `bias=False` to the convolution", edits)
-        self.report(conv, fix=fix)
+        message = self.default_norm_message.format(param=norm_param) if norm_param else None
+        current = self.ctx.ancestors
+        saved = current[:]
+        current[:] = ancestors  # report from where the conv is, for test scopes and indentation
+        try:
+            self.report(conv, message, fix=fix)
+        finally:
+            current[:] = saved
 
 
-# -- tree helpers -------------------------------------------------------------------------------
-def _walk(root: cst.CSTNode) -> Iterator[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...]]]:
-    """Every node under ``root`` with its ancestors (``root`` first); nested classes are skipped."""
-    stack: List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...]]] = [(root, ())]
-    while stack:
-        node, parents = stack.pop()
-        yield node, parents
-        if isinstance(node, cst.ClassDef):
-            continue
-        below = parents + (node,)
-        for child in reversed(list(iter_children(node))):
-            stack.append((child, below))
+class _BuiltList:
+    """A list literal grown by ``append``/``extend``/``+=`` statements (sorted by order)."""
+
+    def __init__(self, start, mutations, index: "_Index") -> None:
+        self.start = start
+        self.mutations = mutations
+        self.index = index
+
+    def layers(self) -> Layers:
+        """The elements with None wherever two may not be next to each other: between runs of
+        mutations that are not consecutive statements of one block (a loop's back edge, a
+        branch, a ``continue`` in between), and at the end."""
+        layers: Layers = _elements(self.start.value)
+        previous = self.start.statement
+        for _, statement, added in self.mutations:
+            if not _next_in_block(previous, statement, self.index):
+                layers.append(None)
+            layers += added
+            previous = statement
+        layers.append(None)
+        return layers
+
+    def elements(self) -> Optional[List[cst.BaseExpression]]:
+        """Every element, in no particular order; None when one is unknown (``*more``)."""
+        everything = _elements(self.start.value) + [e for _, _, added in self.mutations for e in added]
+        return None if any(e is None for e in everything) else everything
 
 
-def _self_name(method: cst.FunctionDef) -> Optional[str]:
+class _ClassCheck:
+    """``self.conv``/``self.bn`` attributes and paired ModuleLists of one class."""
+
+    def __init__(self, rule: ConvBiasBeforeBatchNorm, node: cst.ClassDef, methods, init) -> None:
+        self.rule = rule
+        self.node = node
+        self.methods = methods
+        self.init = init
+        self.model = rule.ctx.semantic
+
+    def run(self) -> None:
+        modules = self._modules()
+        if modules is None:
+            return
+        self.reads = self._self_reads()
+        convs = {a: c for a, c in modules.items() if c is not None and self.rule._is_conv_with_bias(c)}
+        norms = {a: k for a, c in modules.items() if c is not None and (k := self.rule._norm_kind(c)) is not None}
+        lists = {a: e for a in modules if (e := self._container_elements(a, modules[a])) is not None}
+        conv_lists = {a: [c for e in elems if (c := self.rule._constructed_conv(e)) is not None]
+                      for a, elems in lists.items()}
+        conv_lists = {a: cs for a, cs in conv_lists.items() if cs}
+        norm_lists = {a for a, elems in lists.items()
+                      if elems and all(self.rule._norm_kind(e) is not None for e in elems)}
+        if not ((convs and norms) or (conv_lists and norm_lists)):
+            return
+        self.norms, self.norm_lists = norms, norm_lists
+        reads = self.reads
+        for attr, conv in convs.items():
+            verdict = self._attribute_feeds_norm(reads.get(attr, ()))
+            if verdict is not None:
+                self.rule._report_conv(conv, verdict[0], fixable=not verdict[1])
+        for attr, elements in conv_lists.items():
+            verdict = self._list_feeds_norm(attr, reads.get(attr, ()))
+            if verdict is not None:
+                for conv in elements:
+                    self.rule._report_conv(conv, verdict[0], fixable=not verdict[1])
+
+    # -- what each attribute holds --------------------------------------------------------------
+    def _modules(self) -> Optional[Dict[str, Optional[cst.Call]]]:
+        """attr -> the module constructor call assigned once, unconditionally, at the top of
+        ``__init__`` (``self.conv = nn.Conv2d(...)`` or ``self.add_module("conv", ...)``), None
+        for attributes bound otherwise; None overall when names are registered dynamically."""
+        scope = self.model.scope_for(self.node)
+        if scope is None:
+            return None
+        top = {id(s) for s in body_simple_statements(self.init)}
+        owner = _self_name(self.init)
+        bound: Dict[str, List[Optional[cst.BaseExpression]]] = {}
+        for attr, bindings in scope.attributes.items():
+            for b in bindings:
+                single = (
+                    b.kind == ASSIGN and b.value is not None and id(b.statement) in top
+                    and (not isinstance(b.statement, cst.Assign) or len(b.statement.targets) == 1)
+                )
+                bound.setdefault(attr, []).append(b.value if single else None)
+        for method in self.methods:
+            method_owner = _self_name(method)
+            if method_owner is None:
+                continue
+            for call in self.rule._index(method).calls:
+                if _is_self_method(call, method_owner, "add_module") or _is_self_setattr(call, method_owner):
+                    name_arg = call.args[0] if call.args else None
+                    name = literal_value(name_arg.value) if name_arg is not None and not name_arg.star else None
+                    if not isinstance(name, str):
+                        return None  # a name we cannot read may be any attribute
+                    value_arg = call.args[2] if len(call.args) == 3 else get_arg(call, "module", 1)
+                    parent = self.rule._index(method).parent(call)
+                    single = (
+                        method is self.init and method_owner == owner and isinstance(parent, cst.Expr)
+                        and id(parent) in top and value_arg is not None and not value_arg.star
+                    )
+                    bound.setdefault(name, []).append(value_arg.value if single else None)
+        modules: Dict[str, Optional[cst.Call]] = {}
+        for attr, values in bound.items():
+            value = values[0] if len(values) == 1 else None
+            modules[attr] = self.rule._constructed(value) if value is not None else None
+        return modules
+
+    def _container_elements(self, attr: str, call: Optional[cst.Call]) -> Optional[List[cst.BaseExpression]]:
+        """The modules a ``nn.ModuleList``/``nn.Sequential`` attribute holds: its arguments
+        (a literal, a comprehension's element, a list built in ``__init__``) and what
+        ``self.<attr>.append/extend`` add; None when any is unknown."""
+        kind = self.rule._resolve(call.func) if call is not None else None
+        if kind not in _CONTAINERS:
+            return None
+        elements: List[cst.BaseExpression] = []
+        for arg in call.args:
+            value = arg.value
+            if arg.keyword is not None or arg.star == "**":
+                return None
+            if arg.star == "*" or (kind != _SEQUENTIAL and isinstance(value, cst.Name)):
+                built = self.rule._built_list(value)
+                found = built.elements() if built is not None else None
+                if found is None:
+                    return None
+                elements += found
+            elif kind == _SEQUENTIAL:
+                elements.append(value)
+            elif isinstance(value, (cst.List, cst.Tuple)):
+                found = _elements(value)
+                if any(e is None for e in found):
+                    return None
+                elements += found
+            elif isinstance(value, cst.ListComp):
+                elements.append(value.elt)
+            else:
+                return None
+        for read, method in self.reads.get(attr, ()):
+            index = self.rule._index(method)
+            parent = index.parent(read)
+            if not (isinstance(parent, cst.Attribute) and parent.value is read
+                    and parent.attr.value in ("append", "extend")):
+                continue
+            call_of = index.parent(parent)
+            if method is not self.init or not isinstance(call_of, cst.Call) or len(call_of.args) != 1:
+                return None
+            added = call_of.args[0].value
+            if parent.attr.value == "append" and not call_of.args[0].star:
+                elements.append(added)
+            elif isinstance(added, (cst.List, cst.Tuple)) and all(e is not None for e in _elements(added)):
+                elements += _elements(added)
+            else:
+                return None
+        return elements
+
+    # -- how each attribute is used -------------------------------------------------------------
+    def _self_reads(self) -> Dict[str, List[Tuple[cst.Attribute, cst.FunctionDef]]]:
+        reads: Dict[str, List[Tuple[cst.Attribute, cst.FunctionDef]]] = {}
+        for method in self.methods:
+            owner = _self_name(method)
+            if owner is None:
+                continue
+            for attribute in self.rule._index(method).self_attributes(owner):
+                reads.setdefault(attribute.attr.value, []).append((attribute, method))
+        return reads
+
+    def _attribute_feeds_norm(self, reads) -> Optional[Tuple[str, bool]]:
+        """(norm parameter or "", touches the bias) when every read of the conv attribute is a
+        call whose result goes only into a norm attribute (or reads a parameter); else None."""
+        applied, touches_bias, kind = False, False, None
+        for read, method in reads:
+            index = self.rule._index(method)
+            parent = index.parent(read)
+            if _is_store(read, parent):
+                continue
+            if isinstance(parent, cst.Call) and parent.func is read:
+                owner = read.value.value
+                norm = self._feeds(parent, index, lambda f, _i: self._norm_attribute(f, owner))
+                if norm is None:
+                    return None
+                kind = norm if not kind else kind
+                applied = True
+            elif isinstance(parent, cst.Attribute) and parent.value is read and parent.attr.value not in _APPLY_METHODS:
+                touches_bias |= parent.attr.value == "bias"
+            else:
+                return None  # handed to something else (Sequential, checkpoint, a fusing helper)
+        return (kind or "", touches_bias) if applied else None
+
+    def _norm_attribute(self, func: cst.BaseExpression, owner: str) -> Optional[str]:
+        if _self_attribute(func, owner) in self.norms:
+            return self.norms[func.attr.value]
+        return None
+
+    def _list_feeds_norm(self, attr: str, reads) -> Optional[Tuple[str, bool]]:
+        applied, touches_bias = False, False
+        for read, method in reads:
+            index = self.rule._index(method)
+            parent = index.parent(read)
+            if _is_store(read, parent) or _is_len_argument(parent, index):
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is read and parent.attr.value in ("append", "extend"):
+                if method is not self.init:
+                    return None
+                continue
+            if isinstance(parent, cst.Subscript) and parent.value is read:
+                outer = index.parent(parent)
+                if isinstance(outer, cst.Attribute) and outer.value is parent and outer.attr.value not in _APPLY_METHODS:
+                    touches_bias |= outer.attr.value == "bias"
+                    continue
+                key = _subscript_key(parent, self.model)
+                if key is None or not (isinstance(outer, cst.Call) and outer.func is parent):
+                    return None
+                if self._feeds(outer, index, lambda f, _i: self._paired_subscript(f, key)) is None:
+                    return None
+                applied = True
+                continue
+            loop_vars = self._zip_loop_variables(read, parent, index)
+            if loop_vars is None:
+                return None
+            conv_var, norm_vars = loop_vars
+            uses = self.rule._uses(conv_var)
+            if uses is None:
+                return None
+            for use in uses:
+                call = index.parent(use)
+                if not (isinstance(call, cst.Call) and call.func is use):
+                    return None
+                if self._feeds(call, index, lambda f, _i: "" if _bound_by(f, norm_vars, self.model) else None) is None:
+                    return None
+                applied = True
+        return ("", touches_bias) if applied else None
+
+    def _paired_subscript(self, func: cst.BaseExpression, key) -> Optional[str]:
+        if not (isinstance(func, cst.Subscript) and isinstance(func.value, cst.Attribute)
+                and func.value.attr.value in self.norm_lists):
+            return None
+        return "" if _subscript_key(func, self.model) == key else None
+
+    def _zip_loop_variables(self, read, parent, index) -> Optional[Tuple[cst.Name, List[cst.Name]]]:
+        """For ``for conv, bn in zip(self.convs, self.bns)`` (also under ``enumerate``) and
+        ``read`` being ``self.convs``: (the conv's loop variable, the loop variables of the
+        norm lists zipped with it)."""
+        if not isinstance(parent, cst.Arg) or parent.star or parent.keyword is not None:
+            return None
+        zipped = index.parent(parent)
+        if not (isinstance(zipped, cst.Call) and dotted_name(zipped.func) == "zip"
+                and self.model.resolve(zipped.func) is None):
+            return None
+        holder = index.parent(zipped)
+        loop = holder
+        target_of_zip: Optional[cst.BaseExpression] = None
+        if isinstance(holder, (cst.For, cst.CompFor)) and holder.iter is zipped:
+            target_of_zip = holder.target
+        elif isinstance(holder, cst.Arg):
+            wrapper = index.parent(holder)
+            loop = index.parent(wrapper)
+            if (isinstance(wrapper, cst.Call) and dotted_name(wrapper.func) == "enumerate"
+                    and wrapper.args[0] is holder and isinstance(loop, (cst.For, cst.CompFor)) and loop.iter is wrapper
+                    and isinstance(loop.target, cst.Tuple) and len(loop.target.elements) == 2):
+                target_of_zip = loop.target.elements[1].value
+        if not isinstance(target_of_zip, (cst.Tuple, cst.List)) or len(target_of_zip.elements) != len(zipped.args):
+            return None
+        names = [e.value for e in target_of_zip.elements]
+        position = next(i for i, a in enumerate(zipped.args) if a is parent)
+        conv_var = names[position]
+        norm_vars = [
+            names[i] for i, a in enumerate(zipped.args)
+            if isinstance(names[i], cst.Name) and isinstance(a.value, cst.Attribute)
+            and isinstance(a.value.value, cst.Name) and a.value.attr.value in self.norm_lists
+        ]
+        if not isinstance(conv_var, cst.Name) or not norm_vars:
+            return None
+        return conv_var, norm_vars
+
+    def _feeds(self, call: cst.Call, index: "_Index", is_norm) -> Optional[str]:
+        """Does the result of ``call`` go into a norm (``is_norm(func) -> kind or None``) and
+        nowhere else? ``bn(conv(x))``, or ``y = conv(x)`` with ``y`` read only by ``bn(y)``."""
+        parent = index.parent(call)
+        if isinstance(parent, cst.Arg):
+            return _norm_applied(parent, index, is_norm)
+        if (isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            uses = self.rule._uses(parent.targets[0].target)
+            if uses is None or len(uses) != 1:
+                return None
+            arg = index.parent(uses[0])
+            return _norm_applied(arg, index, is_norm) if isinstance(arg, cst.Arg) else None
+        return None
+
+
+def _norm_applied(arg: cst.Arg, index: "_Index", is_norm) -> Optional[str]:
+    outer = index.parent(arg)
+    if (isinstance(outer, cst.Call) and len(outer.args) == 1 and outer.args[0] is arg
+            and arg.keyword is None and not arg.star):
+        return is_norm(outer.func, index)
+    return None
+
+
+# -- a function's (or class's) tree, indexed once ---------------------------------------------------
+class _Index:
+    """Parents, Name reads by name and calls under one scope node (nested classes included)."""
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        self.parents: Dict[int, cst.CSTNode] = {}
+        self.names: Dict[str, List[cst.Name]] = {}
+        self.calls: List[cst.Call] = []
+        self._attributes: List[cst.Attribute] = []
+        stack = [root]
+        while stack:  # depth first, in source order
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                parent = self.parents.get(id(node))
+                if not (isinstance(parent, cst.Attribute) and parent.attr is node) and not (
+                        isinstance(parent, cst.Arg) and parent.keyword is node):
+                    self.names.setdefault(node.value, []).append(node)  # a variable, not `.attr`/`kw=`
+                continue
+            if isinstance(node, cst.Call):
+                self.calls.append(node)
+            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                self._attributes.append(node)
+            children = list(iter_children(node))
+            for child in children:
+                self.parents[id(child)] = node
+            stack.extend(reversed(children))
+
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self.parents.get(id(node))
+
+    def self_attributes(self, owner: str) -> List[cst.Attribute]:
+        return [a for a in self._attributes if a.value.value == owner]
+
+
+# -- small helpers --------------------------------------------------------------------------------
+def _elements(node: cst.BaseExpression) -> Layers:
+    return [e.value if isinstance(e, cst.Element) else None for e in node.elements]
+
+
+def _self_name(method: Optional[cst.FunctionDef]) -> Optional[str]:
+    if method is None:
+        return None
     params = method.params.posonly_params or method.params.params
-    if not params or any(
-        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in method.decorators
-    ):
+    if not params or any(dotted_name(d.decorator) in ("staticmethod", "classmethod") for d in method.decorators):
         return None
     return params[0].name.value
 
@@ -196,105 +785,129 @@ def _self_attribute(node: cst.CSTNode, owner: str) -> Optional[str]:
     return None
 
 
-def _is_assign_target(node: cst.CSTNode, parents: Tuple[cst.CSTNode, ...]) -> bool:
-    parent = parents[-1]
-    if isinstance(parent, cst.AssignTarget) and parent.target is node:
-        return True
-    if isinstance(parent, (cst.AnnAssign, cst.AugAssign)) and parent.target is node:
-        return True
-    if isinstance(parent, cst.Del):
-        return True
-    # unpacking (`self.a, self.b = ...`), for-targets, walrus-like spots: an assignment we cannot read
-    for ancestor in reversed(parents):
-        if isinstance(ancestor, (cst.AssignTarget, cst.CompFor, cst.For)) and _contains(
-            getattr(ancestor, "target", None), node
-        ):
+def _is_self_method(call: cst.Call, owner: str, method: str) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == method and (
+        isinstance(call.func.value, cst.Name) and call.func.value.value == owner)
+
+
+def _is_self_setattr(call: cst.Call, owner: str) -> bool:
+    return (isinstance(call.func, cst.Name) and call.func.value == "setattr" and len(call.args) >= 1
+            and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == owner
+            and len(call.args) == 3)
+
+
+def _is_super_init(call: cst.Call) -> bool:
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+            and dotted_name(func.value.func) == "super")
+
+
+def _registers(node: cst.CSTNode, owner: str) -> bool:
+    """Does this statement (anywhere inside) register a module on ``owner``?"""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Call) and (_is_self_method(n, owner, "add_module") or _is_super_init(n)
+                                        or _is_self_setattr(n, owner)):
             return True
-        if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-            break
+        if isinstance(n, (cst.AssignTarget, cst.AnnAssign)) and _self_attribute(n.target, owner) is not None:
+            return True
+        stack.extend(iter_children(n))
     return False
 
 
-def _contains(tree: Optional[cst.CSTNode], node: cst.CSTNode) -> bool:
-    return tree is not None and any(child is node for child, _ in _walk(tree))
+def _is_store(read: cst.Attribute, parent) -> bool:
+    return isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) and parent.target is read
 
 
-def _top_level_statements(function: cst.FunctionDef) -> Set[int]:
-    return {id(small) for small in body_simple_statements(function)}
+def _is_len_argument(parent, index: _Index) -> bool:
+    if not isinstance(parent, cst.Arg) or parent.star:
+        return False
+    call = index.parent(parent)
+    return isinstance(call, cst.Call) and dotted_name(call.func) == "len" and len(call.args) == 1
 
 
-def _feeds_norm(call: cst.Call, parents: Tuple[cst.CSTNode, ...], method: cst.FunctionDef, norms: Set[str]) -> bool:
-    """Is this ``self.conv(...)`` call's result consumed by a norm attribute and nothing else?"""
-    owner = _self_name(method)
-    parent = parents[-1]
-    # self.bn(self.conv(x))
-    if isinstance(parent, cst.Arg) and len(parents) >= 2:
-        outer = parents[-2]
-        return (
-            isinstance(outer, cst.Call)
-            and len(outer.args) == 1
-            and outer.args[0] is parent
-            and parent.keyword is None
-            and not parent.star
-            and _self_attribute(outer.func, owner) in norms
-        )
-    # x = self.conv(x)  directly followed by  x = self.bn(x)
-    if not (
-        isinstance(parent, cst.Assign)
-        and parent.value is call
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0].target, cst.Name)
-        and len(parents) >= 3
-        and isinstance(parents[-2], cst.SimpleStatementLine)
-        and len(parents[-2].body) == 1
-    ):
+def _is_star_of_sequence(parent, index: _Index, rule: ConvBiasBeforeBatchNorm) -> bool:
+    """``nn.Sequential(*layers)`` or ``super().__init__(*layers)``: the list is read in order."""
+    if not isinstance(parent, cst.Arg) or parent.star != "*":
         return False
-    variable = parent.targets[0].target.value
-    block = parents[-3]
-    statements = list(getattr(block, "body", ()))
-    index = next((i for i, s in enumerate(statements) if s is parents[-2]), None)
-    if index is None or index + 1 >= len(statements):
+    call = index.parent(parent)
+    return isinstance(call, cst.Call) and (_is_super_init(call) or rule._resolve(call.func) == _SEQUENTIAL)
+
+
+def _inside(node: cst.CSTNode, block: cst.CSTNode, index: _Index) -> bool:
+    while node is not None:
+        if node is block:
+            return True
+        node = index.parent(node)
+    return False
+
+
+_ESCAPES = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+def _next_in_block(previous: cst.CSTNode, statement: cst.CSTNode, index: _Index) -> bool:
+    """Does ``statement`` run right after ``previous`` (small statements), with only simple
+    statements that cannot leave the block between them?"""
+    line_a, line_b = index.parent(previous), index.parent(statement)
+    block = index.parent(line_a)
+    if block is None or block is not index.parent(line_b):
         return False
-    following = statements[index + 1]
-    if not isinstance(following, cst.SimpleStatementLine) or len(following.body) != 1:
+    body = list(getattr(block, "body", ()))
+    try:
+        a, b = body.index(line_a), body.index(line_b)
+    except ValueError:
         return False
-    uses = [n for n, _ in _walk(following) if isinstance(n, cst.Name) and n.value == variable]
-    norm_calls = [
-        n
-        for n, _ in _walk(following)
-        if isinstance(n, cst.Call)
-        and _self_attribute(n.func, owner) in norms
-        and len(n.args) == 1
-        and not n.args[0].star
-        and n.args[0].keyword is None
-        and isinstance(n.args[0].value, cst.Name)
-        and n.args[0].value.value == variable
-    ]
-    small = following.body[0]
-    rebinds = (
-        isinstance(small, cst.Assign)
-        and len(small.targets) == 1
-        and isinstance(small.targets[0].target, cst.Name)
-        and small.targets[0].target.value == variable
-    )
-    if len(norm_calls) != 1 or len(uses) != (2 if rebinds else 1):
+    if a > b:
         return False
-    if rebinds:
-        return True
-    # `y = self.conv(x); z = self.bn(y)`: y must not be read anywhere else. Mentions before the
-    # assignment cannot see the conv's output unless a loop brings control back to them.
-    mentions = [n for n, _ in _walk(method.body) if isinstance(n, cst.Name) and n.value == variable]
-    target = parent.targets[0].target
-    in_loop = any(isinstance(p, (cst.For, cst.While)) for p in parents)
-    if in_loop:
-        return len(mentions) == 2
-    later = mentions[next(i for i, n in enumerate(mentions) if n is target):]
-    inside_conv = {id(n) for n, _ in _walk(call)}  # `y = self.conv(y)` reads y before assigning
-    return len([n for n in later if id(n) not in inside_conv]) == 2
+    between = body[a + 1:b]
+    if a == b:
+        smalls = list(line_a.body)
+        between_smalls = smalls[smalls.index(previous) + 1:smalls.index(statement)]
+        return not any(isinstance(s, _ESCAPES) for s in between_smalls)
+    tails = list(line_a.body)[list(line_a.body).index(previous) + 1:] + list(line_b.body)[:list(line_b.body).index(statement)]
+    return not any(isinstance(s, _ESCAPES) for s in tails) and all(
+        isinstance(s, cst.SimpleStatementLine) and not any(isinstance(x, _ESCAPES) for x in s.body) for s in between)
+
+
+def _subscript_key(subscript: cst.Subscript, model) -> Optional[tuple]:
+    """What indexes ``self.convs[i]``: a literal int, or a name with the bindings that reach it."""
+    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+        return None
+    value = subscript.slice[0].slice.value
+    literal = literal_value(value)
+    if isinstance(literal, int):
+        return ("int", literal)
+    if isinstance(value, cst.Name):
+        bindings = model.lookup(value)
+        return ("name", value.value, tuple(id(b) for b in bindings)) if bindings else None
+    return None
+
+
+def _bound_by(func: cst.BaseExpression, loop_vars: List[cst.Name], model) -> bool:
+    if not isinstance(func, cst.Name):
+        return False
+    bindings = model.lookup(func)
+    return bool(bindings) and len(bindings) == 1 and bindings[0].kind == LOOP and any(
+        bindings[0].node is v for v in loop_vars)
+
+
+def _none_replaced_by_norm(name: str, bindings, model) -> bool:
+    """``if norm_layer is None: norm_layer = nn.BatchNorm2d`` among the bindings that reach."""
+    for b in bindings:
+        if b.kind != ASSIGN or not b.blocks or model.resolve(b.value) not in MEAN_SUBTRACTING_NORMS:
+            continue
+        owner = model.block_owner.get(id(b.blocks[-1]))
+        test = owner.test if isinstance(owner, cst.If) else None
+        if (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == name
+                and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Is)
+                and literal_value(test.comparisons[0].comparator) is None):
+            return True
+    return False
 
 
 # -- the fix ------------------------------------------------------------------------------------
-def _bias_false_edits(conv: cst.Call, block_indent: str) -> Tuple[NodeEdit, ...]:
+def _bias_false_edits(conv: cst.Call, block_indent: str, position: int) -> Tuple[NodeEdit, ...]:
     """Edits giving ``conv`` ``bias=False``: the bias value replaced, or a keyword appended.
 
     Small text edits rather than a re-rendered call, so the call's layout and comments stay;
@@ -302,7 +915,7 @@ def _bias_false_edits(conv: cst.Call, block_indent: str) -> Tuple[NodeEdit, ...]
     """
     for arg in conv.args:
         if (arg.keyword is not None and arg.keyword.value == "bias") or (
-            arg.keyword is None and get_arg(conv, "bias", CONV_BIAS_POSITION) is arg
+            arg.keyword is None and get_arg(conv, "bias", position) is arg
         ):
             return (NodeEdit(arg.value, "False"),)
     last = conv.args[-1]
