@@ -417,7 +417,7 @@ class RetainedGraph(Rule):
     summary = "A graph-carrying tensor is kept across training steps, so every step's autograd graph stays alive."
     message = (
         "`{value}` carries this step's autograd graph and `{acc}` outlives the step: every step's graph "
-        "stays in memory until out-of-memory; store `{value}.detach()` (or `.item()` for a number)."
+        "stays alive and memory grows with each step; store `{value}.detach()` (or `.item()` for a number)."
     )
     requires = ((_BACKWARD,),)
     fix_applicability = UNSAFE
@@ -652,7 +652,8 @@ class NoGradInEval(Rule):
                 callee = callee[: -len(".forward")]
             if modes.get(callee) == "train":
                 continue
-            if callee in evaluated or (named and set(name_tokens(cst.parse_expression(callee))) & MODEL_WORDS):
+            if callee in evaluated or (named and name_tokens(cst.parse_expression(callee))[-1:] and
+                                       name_tokens(cst.parse_expression(callee))[-1] in MODEL_WORDS):
                 model = (site.node, callee)
                 break
         if model is None:
