@@ -7,7 +7,7 @@ file's import bindings answers that in a dictionary look-up.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Union
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -56,33 +56,14 @@ class ImportTable:
                     self._scan(handler.body.body)
 
     def add(self, node: Union[cst.Import, cst.ImportFrom]) -> None:
-        if isinstance(node, cst.Import):
-            for alias in node.names:
-                full = dotted_name(alias.name)
-                if full is None:
-                    continue
-                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                    self.aliases[alias.asname.name.value] = full
-                else:
-                    top = full.split(".", 1)[0]
-                    self.aliases[top] = top
-            return
-        if node.relative or node.module is None:
-            return  # relative imports are the project's own code, never torch
-        module = dotted_name(node.module)
-        if module is None:
-            return
-        if isinstance(node.names, cst.ImportStar):
-            if module not in self.star_modules:
+        if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+            module = dotted_name(node.module) if node.module is not None and not node.relative else None
+            if module is not None and module not in self.star_modules:
                 self.star_modules.append(module)
             return
-        for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            local = alias.name.value
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.aliases[local] = f"{module}.{alias.name.value}"
+        for local, qualified, _ in import_bindings(node):
+            if not qualified.startswith("."):  # relative imports are the project's own code, never torch
+                self.aliases[local] = qualified
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:
         """The canonical qualified name of a Name/Attribute expression, or None if unknown."""
@@ -111,3 +92,31 @@ class ImportTable:
             if qualified.startswith(target + "."):
                 return local + qualified[len(target):]
         return None
+
+
+def import_bindings(node: Union[cst.Import, cst.ImportFrom]) -> Iterator[Tuple[str, str, cst.CSTNode]]:
+    """(local name, qualified name, alias node) for each name an import statement binds;
+    ``import a.b`` binds ``a``; a relative import's qualified name starts with ``.``; a star
+    import binds nothing we can name."""
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                yield alias.asname.name.value, full, alias
+            else:
+                top = full.split(".", 1)[0]
+                yield top, top, alias
+        return
+    if isinstance(node.names, cst.ImportStar):
+        return
+    module = dotted_name(node.module) if node.module is not None else None
+    for alias in node.names:
+        if not isinstance(alias.name, cst.Name):
+            continue
+        local = alias.name.value
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            local = alias.asname.name.value
+        qualified = f"{module}.{alias.name.value}" if module and not node.relative else f".{alias.name.value}"
+        yield local, qualified, alias

@@ -30,7 +30,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tupl
 
 import libcst as cst
 
-from torchlint.imports import ImportTable, dotted_name
+from torchlint.imports import ImportTable, dotted_name, import_bindings
 from torchlint.torch_api import DATALOADER, ITERATION_WRAPPERS, canonical_name
 from torchlint.tree import _children
 
@@ -292,7 +292,7 @@ class SemanticModel:
                 stack.extend(work)
                 continue
             if kind is cst.Import or kind is cst.ImportFrom:
-                for local, qualified, alias in _import_names(node):
+                for local, qualified, alias in import_bindings(node):
                     b = self._bind(scope, local, IMPORT, alias, None, node, blocks, qualified)
                     b.order = counter
                 continue
@@ -744,33 +744,6 @@ def _targets(target: cst.BaseExpression) -> List[Tuple[str, cst.Name]]:
     return [(t.value, t) for t in _flatten(target) if isinstance(t, cst.Name)]
 
 
-def _import_names(node) -> Iterable[Tuple[str, str, cst.CSTNode]]:
-    """(local name, qualified name, alias node) bound by an import statement."""
-    if isinstance(node, cst.Import):
-        for alias in node.names:
-            full = dotted_name(alias.name)
-            if full is None:
-                continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                yield alias.asname.name.value, full, alias
-            else:
-                top = full.split(".", 1)[0]
-                yield top, top, alias
-        return
-    if isinstance(node.names, cst.ImportStar):
-        return
-    module = dotted_name(node.module) if node.module is not None else None
-    for alias in node.names:
-        if not isinstance(alias.name, cst.Name):
-            continue
-        local = alias.name.value
-        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-            local = alias.asname.name.value
-        # relative imports are the project's own code: bound, but never torch
-        qualified = f"{module}.{alias.name.value}" if module and not node.relative else f".{alias.name.value}"
-        yield local, qualified, alias
-
-
 class _ScopeNames:
     """Tier 1: the names one scope binds, from its statements alone (not its expressions:
     walrus targets are not seen). Each binding: (kind, qualified, value, top-level statement
@@ -834,7 +807,7 @@ class _ScopeNames:
 
     def _small(self, small: cst.BaseSmallStatement, index: int, handler: bool) -> None:
         if isinstance(small, (cst.Import, cst.ImportFrom)):
-            for local, qualified, _ in _import_names(small):
+            for local, qualified, _ in import_bindings(small):
                 self._add(local, IMPORT, qualified, None, index, handler)
         elif isinstance(small, cst.Assign):
             for target in small.targets:
