@@ -47,6 +47,9 @@ def decode_source(data: bytes, path: str = "<stdin>") -> SourceFile:
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # also UTF-32 LE's BOM
         raise UnreadableFile("UTF-16/UTF-32 encoded file (byte order mark); save it as UTF-8")
     if b"\0" in data:  # anywhere: CPython rejects the whole file, wherever the NUL is
+        even, odd = data[:4096:2], data[1:4096:2]
+        if len(odd) > 1 and (not odd.strip(b"\0") or not even.strip(b"\0")):  # ASCII text as UTF-16
+            raise UnreadableFile("UTF-16 encoded file (no byte order mark); save it as UTF-8")
         raise UnreadableFile("binary file (contains NUL bytes)")
     bom = data.startswith(codecs.BOM_UTF8)
     if bom:
