@@ -128,6 +128,8 @@ class SemanticModel:
         self.block_owner: Dict[int, cst.CSTNode] = {}
         self._resolving: Set[int] = set()
         self._statement_bindings: Dict[int, "_ScopeNames"] = {}
+        self._chains: Dict[int, Tuple[cst.CSTNode, ...]] = {}
+        self._top_indexes: Optional[Dict[int, int]] = None
 
     @property
     def scopes(self) -> Dict[int, Scope]:
@@ -152,11 +154,24 @@ class SemanticModel:
             return None
         return canonical_name(f"{found}.{rest}" if rest else found)
 
+    def _scope_chain(self, ancestors: Sequence[cst.CSTNode]) -> Tuple[cst.CSTNode, ...]:
+        """The scope nodes among ``ancestors``, outermost first; amortised O(1) per question
+        during the walk (each node's chain extends its parent's), not O(depth)."""
+        chains = self._chains
+        i = len(ancestors) - 1
+        while i >= 0 and id(ancestors[i]) not in chains:
+            i -= 1
+        chain = chains[id(ancestors[i])] if i >= 0 else ()
+        for node in ancestors[i + 1:]:
+            if isinstance(node, SCOPE_NODES):
+                chain = chain + (node,)
+            chains[id(node)] = chain
+        return chain
+
     def _head_at(self, head: str, ancestors: Sequence[cst.CSTNode]) -> Optional[str]:
         innermost = True
-        for scope in reversed(ancestors):
-            if not isinstance(scope, SCOPE_NODES):
-                continue
+        chain = self._scope_chain(ancestors)
+        for scope in reversed(chain):
             if isinstance(scope, cst.ClassDef) and not innermost:
                 continue
             innermost = False
@@ -168,7 +183,7 @@ class SemanticModel:
                 return self._qualified(bindings, ancestors)
         bindings = self._names(self.module).bindings.get(head)
         if bindings:
-            if not any(isinstance(a, SCOPE_NODES) for a in ancestors) and len(ancestors) > 1:
+            if not chain and len(ancestors) > 1:
                 top = self._top_index(ancestors[1])  # module code runs in order
                 if top is not None:
                     before = [b for b in bindings if b[3] <= top]
@@ -205,10 +220,9 @@ class SemanticModel:
         return found.pop() if len(found) == 1 else None
 
     def _top_index(self, statement: cst.CSTNode) -> Optional[int]:
-        for index, top in enumerate(self.module.body):
-            if top is statement:
-                return index
-        return None
+        if self._top_indexes is None:
+            self._top_indexes = {id(top): index for index, top in enumerate(self.module.body)}
+        return self._top_indexes.get(id(statement))
 
     def _names(self, scope: cst.CSTNode) -> "_ScopeNames":
         names = self._statement_bindings.get(id(scope))
