@@ -68,7 +68,7 @@ def build(device):
 
 
 def test_tl202_safe_fixes_build_equal_tensors():
-    fixed = fix(DETERMINISTIC, "TL202", SAFE, count=16)
+    fixed = fix(DETERMINISTIC, "TL202", SAFE, count=14)  # torch.tensor(data) is silent: host data either way
     assert "torch.zeros(3, 4, device=device)" in fixed
     assert "torch.linspace(0, 1, 7, device=device)" in fixed
     assert "torch.zeros(3, device=device, dtype=torch.half)" in fixed

@@ -42,7 +42,6 @@ def fixed(body: str):
         ("x = torch.zeros(3).to(device=dev, dtype=t, non_blocking=True)\n", "x = torch.zeros(3, device=dev, dtype=t)\n", SAFE),
         ("x = torch.eye(3).to(device, copy=True)\n", "x = torch.eye(3, device=device)\n", SAFE),
         ("x = torch.zeros(3).cuda(non_blocking=True)\n", 'x = torch.zeros(3, device="cuda")\n', SAFE),
-        ("x = torch.tensor([1, 2]).to(self.device)\n", "x = torch.tensor([1, 2], device=self.device)\n", SAFE),
         ("x = torch.zeros(*shape).to(device)\n", "x = torch.zeros(*shape, device=device)\n", SAFE),
         ("x = torch.zeros().to(device)\n", "x = torch.zeros(device=device)\n", SAFE),
         ("x = (torch.zeros(3).to(device))\n", "x = (torch.zeros(3, device=device))\n", SAFE),
@@ -140,7 +139,8 @@ def test_import_aliases():
         "x = torch.zeros(3).cuda(rank)\n",
         "x = torch.bernoulli(p).to(device)\n",
         "x = torch.normal(mean, std).to(device)\n",
-        "x = torch.zeros(3).float().cuda()\n",
+        # host data: torch.tensor(data, device=d) builds on the CPU and copies too
+        "x = torch.tensor([1, 2]).to(self.device)\n",
         "x = model.to(device)\n",
         "x = np.zeros(3).to(device)\n",
         "x = torch.zeros(3).to(device, torch.half, False, False, extra)\n",
@@ -166,6 +166,16 @@ def test_lookalikes_stay_silent(src):
         ("np.zeros(3).to(d)", True),  # not torch's, but the text cannot tell: the parse will
         ("th.randn(2, 3)  # c\n", False),
         ("x = torch.tensor(a)\ny.to(d)", False),
+        ("x = torch.zeros(a)\ny.to(d)", False),  # y is not bound to the constructor
+        ("y = torch.FloatTensor(2, 3)\n(y).cuda()", True),
+        ("x = torch.FloatTensor(2, 3)\n(y).cuda()", False),  # y is never bound to a constructor
+        ("for i in range(3):\n    y = list(range(i))\ny.to(d)", False),  # Python's range
+        ("from torch import range\ny = range(0, 3)\ny.to(d)", True),
+        ("a, y = torch.zeros(1), 2\ny.to(d)", True),
+        ("y: Tensor = (\n    torch.zeros(1)\n)\ny.to(d)", True),
+        ("torch.ones(1).fill_(v).type_as(x).to(d)", True),  # a chain of host methods
+        ("torch.FloatTensor(n, m).zero_().cuda()", True),
+        ("torch.ones(1).sum().to(d)", False),  # sum is not a host method: the walk stops
         ("torch.nn.functional.pad(x).to(d)", False),
         ("x.view(2).to(d)", False),
         ("import numpy as np\n(3).to(d)", False),
@@ -175,3 +185,87 @@ def test_prefilter_scan_for_constructor_then_move(text, expected):
     from torchlint.rules.device import factory_then_move
 
     assert factory_then_move(text) is expected
+
+
+def _messages(body: str):
+    return [(d.location.row, d.message) for d in lint(body)[1]]
+
+
+@pytest.mark.parametrize(
+    "body, row",
+    [
+        ("def f(n, device):\n    m = torch.zeros(n)\n    return m.to(device)\n", 4),
+        ("def f(n):\n    m = torch.eye(n).float()\n    return m.cuda()\n", 4),
+        ("def f(n, device):\n    m = torch.FloatTensor(n, n).zero_()\n    return m.to(device)\n", 4),
+        ("def f(n, device):\n    m: torch.Tensor = torch.ones(n)\n    return (m).to(device)\n", 4),
+    ],
+)
+def test_bound_then_moved_is_flagged(body, row):
+    found = _messages(body)
+    assert [r for r, _ in found] == [row]
+    assert found[0][1].startswith("`m` is created on the CPU")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "m = torch.zeros(3)\nx = m.cuda()\n",  # module level: built once
+        "class A:\n    def __init__(self, device):\n        m = torch.zeros(3)\n        self.m = m.to(device)\n",
+        "def f(device):\n    m = torch.zeros(3)\n    m.add_(1)\n    return m.to(device)\n",
+        "def f(device):\n    m = torch.zeros(3)\n    return m.to(device), m\n",
+        "def f():\n    m = torch.zeros(3)\n    return m.to('cuda:0'), m.to('cuda:1')\n",
+        "def f(device, k):\n    m = torch.zeros(3)\n    if k:\n        m = g()\n    return m.to(device)\n",
+        "def f(device, v):\n    m = torch.tensor(v)\n    return m.to(device)\n",
+        "def f(device, a):\n    m = torch.from_numpy(a)\n    return m.to(device)\n",
+        "def f(device):\n    m = torch.zeros(3, device='cpu')\n    return m.to(device)\n",
+        "def f(device):\n    m = torch.zeros(3)\n    g = lambda: m\n    return m.to(device)\n",
+        "def f(device):\n    m = torch.zeros(3).sum()\n    return m.to(device)\n",
+        "def f(device, values):\n    m = torch.FloatTensor(values)\n    return m.to(device)\n",
+    ],
+)
+def test_bound_lookalikes_stay_silent(body):
+    assert lint(body)[1] == []
+
+
+def test_per_step_messages():
+    body = """\
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return x + torch.zeros(3).to(x.device)
+
+        def train(loader, device):
+            for batch in loader:
+                w = torch.ones(3)
+                batch = batch * w.to(device)
+
+        def once(device):
+            return torch.ones(3).to(device)
+        """
+    found = _messages(body)
+    assert [r for r, _ in found] == [4, 9, 12]
+    assert found[0][1].endswith("`forward` runs every step.")
+    assert found[1][1].endswith("This runs on every iteration of the loop around it.")
+    assert found[2][1].endswith("with `device=`.")
+
+
+def test_bound_fix_text():
+    before = "def f(n, device):\n    m = torch.zeros(n)\n    m = m.to(device)\n    return m\n"
+    assert fixed(before) == ("def f(n, device):\n    m = torch.zeros(n, device=device)\n    return m\n", SAFE)
+    before = "def f(n):\n    m = torch.eye(n)\n    return 2 * m.cuda()\n"
+    assert fixed(before) == ('def f(n):\n    m = torch.eye(n, device="cuda")\n    return 2 * m\n', SAFE)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the device is bound after the constructor: it cannot move up
+        "def f(n, x):\n    m = torch.zeros(n)\n    device = x.device\n    return m.to(device)\n",
+        # the move runs on one branch only
+        "def f(n, device, k):\n    m = torch.zeros(n)\n    if k:\n        return m.to(device)\n",
+        # a host chain: which fill to keep is for the author
+        "def f(n, device):\n    m = torch.ones(n).fill_(2)\n    return m.to(device)\n",
+    ],
+)
+def test_bound_without_fix(body):
+    _, found = lint(body)
+    assert len(found) == 1 and found[0].fix is None

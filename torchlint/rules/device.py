@@ -8,15 +8,21 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis import (
+    enclosing_function,
+    enclosing_loops,
     get_arg,
     is_accelerator_device,
+    is_per_step_function,
     literal_value,
     method_call,
     move_arguments,
+    runs_every_step,
     tensor_factory,
     with_keyword_args,
 )
-from torchlint.context import FixSpec, NodeEdit
+from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
+from torchlint.semantic import ASSIGN, AUGMENT
+from torchlint.tree import walk
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.rules.base import GAP, Rule
 from torchlint.torch_api import (
@@ -32,7 +38,10 @@ from torchlint.torch_api import (
 MOVE_CALL = re.compile(rf"\.{GAP}(?:to|cuda){GAP}\(")
 # ... right after the closing bracket of a call (see `factory_then_move`).
 _CALL_THEN_MOVE = re.compile(rf"\){GAP}\.{GAP}(?:to|cuda){GAP}\(")
+# ... right after a name (`eye.cuda()`), and a constructor call anywhere (`eye = torch.eye(3)`).
+_NAME_THEN_MOVE = re.compile(rf"(?<![\w.])([A-Za-z_]\w*){GAP}\)*{GAP}\.{GAP}(?:to|cuda){GAP}\(")
 _FACTORY_NAMES = frozenset(DEVICE_FACTORIES)
+
 _CLOSE = {")": "(", "]": "[", "}": "{"}
 
 
@@ -59,29 +68,131 @@ def _imports_factory_as(text: str) -> bool:
     return False
 
 
+def _call_head(text: str, close: int) -> Optional[int]:
+    """The index of the ``(`` matching the ``)`` at ``close``; None when a string or comment
+    sits in between (the scan cannot vouch for brackets there)."""
+    depth, i = 0, close
+    while i >= 0:
+        c = text[i]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{":
+            depth -= 1
+            if depth == 0:
+                return i
+        elif c in "'\"#":
+            return None
+        i -= 1
+    return -1
+
+
 def factory_then_move(text: str) -> bool:
-    """Prefilter: is some ``<constructor>(...)`` followed at once by ``.to(``/``.cuda(``? From each
-    ``).to(`` the brackets are matched backwards to the call's name. A string or comment inside
-    them, or a constructor imported under another name, makes the answer yes (the scan cannot
-    vouch for brackets in strings)."""
+    """Prefilter: is some ``<constructor>(...)`` followed by ``.to(``/``.cuda(``, at once or
+    through a chain of calls (``torch.ones(1).fill_(v).to(d)``)? From each ``).to(`` the
+    brackets are matched backwards call by call to a constructor's name. A string or comment
+    inside them, or a constructor imported under another name, makes the answer yes. A name
+    moved (``x.to(``) counts when the text also calls a constructor (``x = torch.eye(3)``)."""
     if _imports_factory_as(text):
         return True
     for match in _CALL_THEN_MOVE.finditer(text):
-        depth, i = 0, match.start()
-        while i >= 0:
-            c = text[i]
-            if c in ")]}":
-                depth += 1
-            elif c in "([{":
-                depth -= 1
-                if depth == 0:
-                    break
-            elif c in "'\"#":
+        close = match.start()
+        while True:
+            i = _call_head(text, close)
+            if i is None:
                 return True
-            i -= 1
-        if i >= 0 and _name_before(text, i) in _FACTORY_NAMES:
+            if i < 0:
+                break
+            name = _name_before(text, i)
+            if name in _SCAN_NAMES:
+                return True
+            if name not in HOST_CHAIN_METHODS:
+                break
+            j = i - len(name) - 1
+            while j >= 0 and text[j] in " \t\r\n\\.":
+                j -= 1  # back over the dot (and the space a chain may have) to the previous call
+            if j < 0 or text[j] != ")":
+                break
+            close = j
+    if _FACTORY_CALL.search(text) is None and _RANGE_FROM_TORCH.search(text) is None:
+        return False
+    moved = {m.group(1) for m in _NAME_THEN_MOVE.finditer(text)}
+    return any(_bound_to_constructor(text, name) for name in moved)
+
+
+_ASSIGNS = re.compile(r"(?<![=!<>:])=(?!=)|:=")
+
+
+def _bound_to_constructor(text: str, name: str) -> bool:
+    """Could ``name`` be assigned a constructor's result? Some statement where it is followed by
+    ``=``, ``:``, ``,`` or a closing bracket (a target, maybe in an unpacking) has an assignment
+    and a constructor call after it, on its line or the lines its brackets continue over."""
+    for match in re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w){GAP}(?=[=:,)\]])", text):
+        start = match.end()
+        end = text.find("\n", start)
+        depth = 0
+        while True:
+            end = len(text) if end == -1 else end
+            segment = text[start:end]
+            depth = sum(segment.count(c) for c in "([{") - sum(segment.count(c) for c in ")]}")
+            if depth <= 0 or end >= len(text) or end - start > 4000:
+                break
+            end = text.find("\n", end + 1)
+        if not _ASSIGNS.search(segment):
+            continue
+        if "range" in segment and _RANGE_FROM_TORCH.search(text):
+            return True
+        if any(_may_build_on_host(text, start + call.end()) for call in _FACTORY_CALL.finditer(segment)):
             return True
     return False
+
+
+_ON_PURPOSE_ARG = re.compile(rf"(?:device|out|pin_memory|generator){GAP}=|\*\*")  # _HOST_ON_PURPOSE
+
+
+def _may_build_on_host(text: str, start: int) -> bool:
+    """The arguments of the call whose ``(`` ends at ``start``: False when one at the call's own
+    level is ``device=``/``out=``/``pin_memory=``/``generator=`` or ``**kwargs`` (the rule is
+    silent on those); True otherwise, and whenever a string or comment hides the brackets."""
+    depth, i, piece = 0, start, start
+    while i < len(text):
+        c = text[i]
+        if c in "'\"#":
+            return True
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                return not _ON_PURPOSE_ARG.match(text[piece:i].strip())
+            depth -= 1
+        elif c == "," and depth == 0:
+            if _ON_PURPOSE_ARG.match(text[piece:i].strip()):
+                return False
+            piece = i + 1
+        i += 1
+    return True
+
+# Tensor methods that keep a freshly built host tensor on the host: in-place fills, dtype casts,
+# shape changes. `torch.ones(1).fill_(v).float().to(device)` still builds and fills on the CPU.
+# (`type_as(x)` may itself move to x's device: still a host tensor copied over.)
+HOST_CHAIN_METHODS = frozenset({
+    "zero_", "fill_", "normal_", "uniform_", "random_", "exponential_", "fill_diagonal_",
+    "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char", "type_as",
+    "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "t", "transpose", "permute",
+    "contiguous", "flatten",
+})
+# torch.FloatTensor(n, m) and friends: a legacy constructor; given sizes it builds on the CPU.
+LEGACY_TENSOR_TYPES = frozenset({
+    "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+    "ShortTensor", "ByteTensor", "CharTensor", "BoolTensor",
+})
+# Constructors that copy host data: with device= the data is still built on the CPU and copied
+# (torch.tensor(list, device=d) does exactly that internally), so moving afterwards costs nothing more.
+HOST_DATA_FACTORIES = frozenset({"tensor"})
+_SCAN_NAMES = _FACTORY_NAMES | LEGACY_TENSOR_TYPES
+# `range(` is Python's unless spelt `torch.range(` or imported from torch.
+_FACTORY_CALL = re.compile(
+    rf"(?:(?<!\w)(?:{'|'.join(sorted(_SCAN_NAMES - HOST_DATA_FACTORIES - {'range'}))})|\.{GAP}range){GAP}\(")
+_RANGE_FROM_TORCH = re.compile(r"from\s+torch\s+import\s*\(?[^)\n]*\brange\b")
 
 # Arguments of .to()/.cuda() that the fix may drop: the fresh tensor is a copy already, and
 # building it on the device needs no transfer to wait for.
@@ -111,7 +222,9 @@ class TensorMovedAfterCreation(Rule):
         "Tensor is created on the CPU and then copied to the device; "
         "create it there directly with `device=`."
     )
-    requires = ((MOVE_CALL,), tuple(sorted(DEVICE_FACTORIES)))
+    requires = ((MOVE_CALL,), tuple(sorted(DEVICE_FACTORIES | LEGACY_TENSOR_TYPES)))
+    ast_candidate = staticmethod(lambda index: index.call_then_method(
+        sorted(_SCAN_NAMES | {"range"}), ("to", "cuda"), HOST_CHAIN_METHODS, named=True))
     fix_applicability = SAFE  # unsafe for random factories, requires_grad and inexact dtype casts
 
     @classmethod
@@ -123,19 +236,138 @@ class TensorMovedAfterCreation(Rule):
         method = method_call(node)
         if method is None or method[1] not in ("cuda", "to"):
             return
-        factory = method[0]
-        short = tensor_factory(factory, self.ctx)
-        if short is None or short not in DEVICE_FACTORIES or not _takes_device(factory, short):
+        receiver = method[0]
+        bound = None
+        if isinstance(receiver, cst.Name):
+            bound = self._bound_on_host(receiver)
+            if bound is None:
+                return
+            created = bound[1]
+        else:
+            created = self._created_on_host(receiver)
+        if created is None:
             return
-        if any(arg.star == "**" for arg in factory.args):
-            return  # **kwargs may already carry device=
-        if any(get_arg(factory, name) is not None for name in _HOST_ON_PURPOSE):
-            return
+        factory, short, chained = created
         moved = _move_target(node, method[1], self.ctx)
         if moved is None:
             return
         device, dtype = moved
-        self.report(node, fix=self._fix(node, factory, short, device, dtype))
+        fix = None
+        if not chained and short in DEVICE_FACTORIES:
+            if bound is None:
+                fix = self._fix(node, factory, short, device, dtype)
+            elif dtype is None:
+                fix = self._bound_fix(node, receiver, bound[0], factory, short, device)
+        what = f"`{receiver.value}` is created on the CPU" if bound is not None else "Tensor is created on the CPU"
+        self.report(node, f"{what} and then copied to the device; create it there directly with `device=`.{self._every_step()}",
+                    fix=fix)
+
+    def _created_on_host(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str, bool]]:
+        """(constructor call, its short name, whether host methods follow it) when ``expr`` is a
+        torch constructor call building a new host tensor (``torch.zeros(n)``,
+        ``torch.FloatTensor(n, m)``), maybe followed by fills, casts and reshapes
+        (``.fill_(v).type_as(x)``); None otherwise."""
+        chained = False
+        while True:
+            method = method_call(expr)
+            if method is None or method[1] not in HOST_CHAIN_METHODS:
+                break
+            expr, chained = method[0], True
+        if not isinstance(expr, cst.Call):
+            return None
+        short = tensor_factory(expr, self.ctx)
+        if short is None:
+            name = self.ctx.resolve_call(expr)
+            if name is None or not name.startswith("torch.") or name[6:] not in LEGACY_TENSOR_TYPES:
+                return None
+            if not _legacy_sizes(expr):
+                return None  # torch.FloatTensor(data): host data, copied either way
+            return expr, name[6:], True
+        if short not in DEVICE_FACTORIES or short in HOST_DATA_FACTORIES or not _takes_device(expr, short):
+            return None
+        if any(arg.star == "**" for arg in expr.args):
+            return None  # **kwargs may already carry device=
+        if any(get_arg(expr, name) is not None for name in _HOST_ON_PURPOSE):
+            return None
+        return expr, short, chained
+
+    def _bound_on_host(self, name: cst.Name):
+        """(binding, created) for ``eye.cuda()`` where the only binding of ``eye`` that reaches is
+        ``eye = <constructor>(...)`` in the same function (not ``__init__``: built once), and this
+        move is the only read of it (a tensor also used on the host, or moved to several devices,
+        needs its host copy)."""
+        model = self.ctx.semantic
+        bindings = model.lookup(name)
+        if not bindings or len(bindings) != 1:
+            return None
+        binding = bindings[0]
+        scope = model.scope_for(name)
+        if binding.kind != ASSIGN or binding.value is None or binding.scope is not scope or not scope.is_function:
+            return None
+        if not isinstance(scope.node, cst.FunctionDef) or scope.node.name.value == "__init__":
+            return None
+        created = self._created_on_host(binding.value)
+        if created is None:
+            return None
+        store_ids = {id(b.node) for b in scope.bindings.get(name.value, ()) if b.kind != AUGMENT}
+        reads = [n for n in walk(scope.node.body) if isinstance(n, cst.Name) and n.value == name.value
+                 and id(n) not in store_ids and n is not binding.node]
+        uses = [n for n in reads if any(b is binding for b in model.lookup(n) or ())]
+        if len(uses) != 1 or uses[0] is not name:
+            return None
+        return binding, created
+
+    def _every_step(self) -> str:
+        """Where the move repeats: a loop around it, or a function that runs every step."""
+        if enclosing_loops(self.ctx):
+            return " This runs on every iteration of the loop around it."
+        func = enclosing_function(self.ctx)
+        if func is None:
+            return ""
+        why = runs_every_step(self.ctx, kinds=("train", "eval"))
+        if why is not None:
+            return f" `{func.name.value}` runs every step ({why})."
+        if is_per_step_function(func):
+            return f" `{func.name.value}` runs every step."
+        return ""
+
+    def _bound_fix(self, node, receiver, binding, factory, short, device) -> Optional[FixSpec]:
+        """``eye = torch.eye(3)`` ... ``eye.cuda()``: ``device=`` goes to the constructor and the
+        move goes away, when the move runs whenever the constructor does (same branch) and the
+        device expression means the same at both places (its names are bound before)."""
+        model = self.ctx.semantic
+        read = model.reads.get(id(receiver))
+        if read is None or len(read.blocks) != len(binding.blocks) or any(
+                a is not b for a, b in zip(read.blocks, binding.blocks)):
+            return None
+        if _has_comment(node) or not isinstance(binding.statement, cst.Assign):
+            return None
+        for n in walk(device):
+            if isinstance(n, cst.Name):
+                found = model.lookup(n)
+                if found is None and id(n) in model.reads:
+                    continue  # a builtin or a star import
+                if not found or any(b.order >= binding.order for b in found):
+                    return None
+        statement = self.ctx.ancestors[-1] if self.ctx.ancestors else None
+        line = self.ctx.ancestors[-2] if len(self.ctx.ancestors) > 1 else None
+        if (isinstance(statement, cst.Assign) and statement.value is node and len(statement.targets) == 1
+                and isinstance(statement.targets[0].target, cst.Name)
+                and statement.targets[0].target.value == receiver.value
+                and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+            # `eye = eye.cuda()`: the line goes; a comment on it stays on a line of its own
+            comment = line.trailing_whitespace.comment
+            kept = f"{''.join(self.ctx.indentation())}{comment.value}\n" if comment is not None else ""
+            removal = NodeEdit(line, kept, DELETE_LINES)
+        else:
+            removal = NodeEdit(node, receiver.value)
+        replacement = with_keyword_args(factory, [("device", device)])
+        unsafe = short in RANDOM_FACTORIES
+        requires_grad = get_arg(factory, "requires_grad")
+        if requires_grad is not None and literal_value(requires_grad.value) is not False:
+            unsafe = True
+        return FixSpec(UNSAFE if unsafe else SAFE, "Pass `device=` to the constructor",
+                       (NodeEdit(factory, replacement), removal))
 
     def _fix(self, node, factory, short, device, dtype) -> Optional[FixSpec]:
         if _has_comment(node):
@@ -156,6 +388,18 @@ class TensorMovedAfterCreation(Rule):
             "Pass `device=` to the constructor",
             (NodeEdit(node, replacement),),
         )
+
+
+def _legacy_sizes(call: cst.Call) -> bool:
+    """``torch.FloatTensor(n, m)`` builds an uninitialised tensor of that size; one argument may
+    be data (``torch.FloatTensor(values)``), so only an integer literal counts there."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if len(positional) != len(call.args) or not positional:
+        return False
+    if len(positional) == 1:
+        value = literal_value(positional[0].value)
+        return isinstance(value, int) and not isinstance(value, bool)
+    return not any(isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) for a in positional)
 
 
 def _takes_device(factory: cst.Call, short: str) -> bool:
