@@ -1,0 +1,338 @@
+"""TL1xx: data loading across epochs and processes (persistent workers, sharding)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import (
+    UNKNOWN,
+    calls_gradient_step,
+    enclosing_function,
+    enclosing_loops,
+    get_arg,
+    has_star_args,
+    literal_value,
+    name_tokens,
+)
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import UNSAFE
+from torchlint.imports import dotted_name
+from torchlint.rules.base import Rule
+from torchlint.semantic import PARAM
+from torchlint.torch_api import DATALOADER, DATALOADER_PARAMS
+from torchlint.tree import walk
+from torchlint.words import DISTRIBUTED_WORDS, EVAL_WORDS, TRAIN_WORDS
+
+NUM_WORKERS = DATALOADER_PARAMS.index("num_workers")
+SHUFFLE = DATALOADER_PARAMS.index("shuffle")
+SAMPLER = DATALOADER_PARAMS.index("sampler")
+BATCH_SAMPLER = DATALOADER_PARAMS.index("batch_sampler")
+PERSISTENT_WORKERS = DATALOADER_PARAMS.index("persistent_workers")
+# Callees named for one pass over a loader (`train_one_epoch(model, loader)`, `evaluate(...)`):
+# called from an epoch loop, each call iterates the loader it is given.
+PER_EPOCH_WORDS = frozenset({"epoch"}) | TRAIN_WORDS | EVAL_WORDS
+DISTRIBUTED_MARKERS = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.distributed.init_process_group"})
+ITERABLE_DATASETS = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+# Libraries whose datasets are streams that shard themselves per node/worker.
+STREAMING_LIBRARIES = frozenset({"webdataset", "torchdata", "datasets", "streaming", "ffcv"})
+
+
+def _is_dataloader(node: cst.Call, ctx) -> bool:
+    return ctx.resolve_call(node) == DATALOADER
+
+
+def _may_be_positive(value) -> bool:
+    return value is UNKNOWN or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+
+
+def _single_epoch(loop: cst.CSTNode) -> bool:
+    """``for _ in range(1):`` runs its body once."""
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call)):
+        return False
+    func, args = loop.iter.func, loop.iter.args
+    return (isinstance(func, cst.Name) and func.value == "range" and len(args) == 1
+            and literal_value(args[0].value) in (0, 1))
+
+
+class _Pending:
+    """A loader call waiting for the end of the file, with the ancestors to report it at."""
+
+    __slots__ = ("call", "ancestors")
+
+    def __init__(self, call: cst.Call, ancestors: List[cst.CSTNode]) -> None:
+        self.call, self.ancestors = call, ancestors
+
+
+class _LoaderRule(Rule):
+    """Collects loader calls while walking and decides at the end of the file."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.pending: List[_Pending] = []
+
+    def report_pending(self, chosen, fix_for=None) -> None:
+        walking = self.ctx.ancestors
+        for item in self.pending:
+            if not chosen(item):
+                continue
+            self.ctx.ancestors = item.ancestors  # report as if at the call: noqa on its statement
+            try:
+                self.report(item.call, fix=fix_for(item) if fix_for else None)
+            finally:
+                self.ctx.ancestors = walking
+
+
+class DataLoaderPersistentWorkers(_LoaderRule):
+    """Flags a ``torch.utils.data.DataLoader`` with worker processes, iterated once per epoch,
+    without ``persistent_workers=True``.
+
+    "Workers": ``num_workers=`` a positive literal or an expression (not a literal 0); omitted
+    means 0, silent. "Once per epoch": a ``for`` over the loader (through names, ``self``
+    attributes, ``enumerate``/``tqdm``) sits inside another loop of the same function that does
+    not build the loader itself, or the loader is handed, inside a loop, to a function of this
+    file whose ``for`` iterates that parameter (``train(train_loader, ...)``), to a function
+    named for one pass (``train_one_epoch``, ``evaluate``), or the function holding the ``for``
+    is called from a loop (``self.train_epoch()``). ``persistent_workers=<variable>``, ``**kwargs``
+    and loops that run once (``range(1)``) stay silent.
+    """
+
+    code = "TL103"
+    name = "dataloader-persistent-workers"
+    summary = "A multi-worker `DataLoader` iterated every epoch re-forks its workers (`persistent_workers` not set)."
+    message = (
+        "This `DataLoader` is iterated once per epoch and starts its worker processes anew each time "
+        "(fork, dataset copy, worker_init_fn); pass `persistent_workers=True` to keep them alive."
+    )
+    requires = (("DataLoader",), ("num_workers",))
+    fix_applicability = UNSAFE
+    min_torch_version = (1, 7)
+    tags = ("performance",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.per_epoch: Set[int] = set()  # ids of loader calls iterated once per epoch
+        self.loops_in: Dict[int, List[cst.Call]] = {}  # id(function) -> loaders its top-level loops iterate
+        self.calls_in_loops: List[Tuple[cst.Call, List[cst.CSTNode]]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _is_dataloader(node, self.ctx):
+            if not has_star_args(node) and self._has_workers(node) and self._not_persistent(node):
+                self.pending.append(_Pending(node, list(self.ctx.ancestors)))
+            return
+        if node.args and enclosing_loops(self.ctx):
+            self.calls_in_loops.append((node, list(self.ctx.ancestors)))
+
+    def visit_For(self, node: cst.For) -> None:
+        loaders = self.ctx.semantic.loader_calls(node.iter)
+        if not loaders:
+            return
+        outer = [l for l in enclosing_loops(self.ctx) if not _single_epoch(l)]
+        if outer:
+            epoch = outer[-1]
+            self.per_epoch.update(id(c) for c in loaders if not _contains(epoch, c))
+        else:
+            function = enclosing_function(self.ctx)
+            if function is not None:
+                self.loops_in.setdefault(id(function), []).extend(loaders)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self.pending:
+            return
+        semantic = self.ctx.semantic
+        for call, ancestors in self.calls_in_loops:
+            epoch = next((a for a in reversed(ancestors) if isinstance(a, (cst.For, cst.While))), None)
+            if epoch is None or _single_epoch(epoch):
+                continue
+            function = semantic.module_function(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+            if function is not None:
+                # the function's own loops run once per call: once per epoch
+                self.per_epoch.update(id(c) for c in self.loops_in.get(id(function), ()) if not _contains(epoch, c))
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                loaders = [c for c in semantic.loader_calls(arg.value) if not _contains(epoch, c)]
+                if not loaders:
+                    continue
+                if function is not None:
+                    param = _parameter_for(function, index, arg)
+                    if param is None or not _iterates_parameter(function, param, semantic):
+                        continue
+                elif not (set(name_tokens(call.func)) & PER_EPOCH_WORDS):
+                    continue
+                self.per_epoch.update(id(c) for c in loaders)
+        self.report_pending(lambda item: id(item.call) in self.per_epoch, lambda item: self._fix(item.call))
+
+    def _has_workers(self, node: cst.Call) -> bool:
+        arg = get_arg(node, "num_workers", NUM_WORKERS)
+        if arg is None:
+            return False  # the default: no workers
+        values = [arg.value]
+        if isinstance(arg.value, cst.Name):  # `num_workers = 0` ... `num_workers=num_workers`
+            values = self.ctx.semantic.values_of(arg.value) or values
+        return any(_may_be_positive(literal_value(v)) for v in values)
+
+    def _not_persistent(self, node: cst.Call) -> bool:
+        arg = get_arg(node, "persistent_workers", PERSISTENT_WORKERS)
+        return arg is None or literal_value(arg.value) is False
+
+    def _fix(self, node: cst.Call) -> Optional[FixSpec]:
+        """``persistent_workers=True`` for a positive literal ``num_workers``;
+        ``persistent_workers=<workers> > 0`` for a name or attribute (0 workers would raise)."""
+        workers = get_arg(node, "num_workers", NUM_WORKERS).value
+        if literal_value(workers) is not UNKNOWN:
+            value: cst.BaseExpression = cst.Name("True")
+        elif dotted_name(workers) is not None:
+            value = cst.Comparison(workers, [cst.ComparisonTarget(cst.GreaterThan(), cst.Integer("0"))])
+        else:
+            return None  # a call may differ between two evaluations
+        current = get_arg(node, "persistent_workers", PERSISTENT_WORKERS)
+        if current is not None:
+            edit = NodeEdit(current.value, value)
+        else:
+            from torchlint.analysis import with_keyword_args
+
+            edit = NodeEdit(node, with_keyword_args(node, [("persistent_workers", value)]))
+        code = cst.Module([]).code_for_node(value)
+        return FixSpec(UNSAFE, f"Set `persistent_workers={code}`", (edit,))
+
+
+class DistributedSampler(_LoaderRule):
+    """Flags a training ``torch.utils.data.DataLoader`` in a DDP program whose dataset is not
+    sharded across ranks.
+
+    "A DDP program": the file wraps a model in ``DistributedDataParallel`` or calls
+    ``torch.distributed.init_process_group``. "Training loader": ``shuffle=True``, iterated by a
+    loop that takes a gradient step, or bound to a name that says train (``train_loader``).
+    "Sharded": a ``sampler=``/``batch_sampler=`` argument (any value but a literal ``None``), a
+    dataset built with the rank or world size (``Subset(ds, idx[rank::world])``), a stream
+    dataset (an ``IterableDataset`` subclass of the file, webdataset, HF ``datasets``), or a
+    loader handed to ``accelerator.prepare(...)``. Loaders built on a branch that tests the
+    distributed mode (``if args.distributed: ... else: DataLoader(ds, shuffle=True)``) and
+    ``**kwargs`` stay silent.
+    """
+
+    code = "TL104"
+    name = "distributed-sampler"
+    summary = "A training `DataLoader` in a DDP program is not sharded: every rank trains on the whole dataset."
+    message = (
+        "Every DDP rank iterates this `DataLoader` over the whole dataset, so each epoch trains on it "
+        "world-size times; pass `sampler=DistributedSampler(dataset)` (and call `sampler.set_epoch(epoch)` "
+        "each epoch)."
+    )
+    requires = (("DataLoader",), ("DistributedDataParallel", "init_process_group"))
+    preview = True  # no finding on real code yet to show its precision
+    tags = ("correctness", "distributed")
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.distributed = False
+        self.trained: Set[int] = set()
+        self.prepared: Set[str] = set()  # names handed to `.prepare(...)` (accelerate shards them)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.resolve_call(node)
+        if name in DISTRIBUTED_MARKERS:
+            self.distributed = True
+        elif name == DATALOADER:
+            if not has_star_args(node) and not self._sharded(node) and not self._on_single_process_branch():
+                self.pending.append(_Pending(node, list(self.ctx.ancestors)))
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "prepare":
+            self.prepared.update(dotted_name(a.value) or "" for a in node.args)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.pending and calls_gradient_step(node, self.ctx):
+            self.trained.update(id(c) for c in self.ctx.semantic.loader_calls(node.iter))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if self.distributed:
+            self.report_pending(self._training_loader)
+
+    def _training_loader(self, item: _Pending) -> bool:
+        target = _bound_name(item)
+        if target in self.prepared:
+            return False
+        shuffle = get_arg(item.call, "shuffle", SHUFFLE)
+        if shuffle is not None and literal_value(shuffle.value) is True:
+            return True
+        if id(item.call) in self.trained:
+            return True
+        words = set(name_tokens(cst.parse_expression(target))) if target else set()
+        return bool(words & TRAIN_WORDS) and not words & EVAL_WORDS
+
+    def _sharded(self, node: cst.Call) -> bool:
+        for keyword, position in (("sampler", SAMPLER), ("batch_sampler", BATCH_SAMPLER)):
+            arg = get_arg(node, keyword, position)
+            if arg is not None and literal_value(arg.value) is not None:
+                return True
+        dataset = get_arg(node, "dataset", 0)
+        if dataset is None:
+            return True  # nothing to judge
+        values = [dataset.value]
+        if isinstance(dataset.value, (cst.Name, cst.Attribute)):
+            values = self.ctx.semantic.values_of(dataset.value) or values
+        return any(self._sharded_dataset(v) for v in values)
+
+    def _sharded_dataset(self, value: cst.BaseExpression) -> bool:
+        for n in walk(value):
+            if isinstance(n, (cst.Name, cst.Attribute)) and set(name_tokens(n)) & DISTRIBUTED_WORDS:
+                return True  # built with the rank or world size: sharded by hand
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.ctx.resolve_call(value) or ""
+        if qualified.split(".", 1)[0] in STREAMING_LIBRARIES:
+            return True
+        if isinstance(value.func, cst.Name):
+            for statement in self.ctx.module.body:
+                if isinstance(statement, cst.ClassDef) and statement.name.value == value.func.value:
+                    return any(self.ctx.resolve(b.value) in ITERABLE_DATASETS for b in statement.bases)
+        return False
+
+    def _on_single_process_branch(self) -> bool:
+        """Under an ``if``/``else`` whose test asks about the distributed mode: the code chooses a
+        loader per mode."""
+        for parent, child in zip(self.ctx.ancestors, self.ctx.ancestors[1:]):
+            if isinstance(parent, cst.If) and (child is parent.body or child is parent.orelse):
+                if any(isinstance(n, (cst.Name, cst.Attribute)) and set(name_tokens(n)) & DISTRIBUTED_WORDS
+                       for n in walk(parent.test)):
+                    return True
+        return False
+
+
+def _bound_name(item: _Pending) -> Optional[str]:
+    """``train_loader`` / ``self.train_loader`` for ``<name> = DataLoader(...)``."""
+    parent = item.ancestors[-1] if item.ancestors else None
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        return dotted_name(parent.targets[0].target)
+    return None
+
+
+def _contains(outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(n is node for n in walk(outer))
+
+
+def _parameter_for(function: cst.FunctionDef, index: int, arg: cst.Arg) -> Optional[str]:
+    """The parameter of ``function`` an argument binds (``self`` skipped for methods)."""
+    if arg.keyword is not None:
+        return arg.keyword.value
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    return params[index] if index < len(params) else None
+
+
+def _iterates_parameter(function: cst.FunctionDef, param: str, semantic) -> bool:
+    """Does a ``for`` of ``function`` iterate its parameter ``param`` (through ``enumerate``...)?"""
+    for loop in walk(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if not isinstance(loop, cst.For):
+            continue
+        for value in semantic.iterated_values(loop.iter):
+            if isinstance(value, cst.Name) and value.value == param:
+                bindings = semantic.lookup(value) or ()
+                if any(b.kind == PARAM for b in bindings):
+                    return True
+    return False
+
+
+RULES = [DataLoaderPersistentWorkers, DistributedSampler]

@@ -1,0 +1,618 @@
+"""TL2xx: host-device transfers (copies and synchronisation between the CPU and the device)."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import (
+    UNKNOWN,
+    enclosing_function,
+    enclosing_loops,
+    get_arg,
+    has_star_args,
+    in_debug_branch,
+    is_accelerator_device,
+    is_per_step_function,
+    is_training_loop,
+    literal_value,
+    method_call,
+    move_arguments,
+    name_tokens,
+    runs_every_step,
+    under_periodic_guard,
+    with_keyword_args,
+)
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.imports import dotted_name
+from torchlint.rules.base import GAP, Rule
+from torchlint.semantic import ASSIGN, LOOP, PARAM
+from torchlint.torch_api import DATALOADER_PARAMS, TENSOR_CUDA_PARAMS, TENSOR_TO_PARAMS
+from torchlint.tree import walk
+from torchlint.words import SETUP_WORDS, TIMING_WORDS
+
+PIN_MEMORY = DATALOADER_PARAMS.index("pin_memory")
+COLLATE_FN = DATALOADER_PARAMS.index("collate_fn")
+# Methods of a batch container that hand its tensors through: `{k: v.cuda() for k, v in batch.items()}`.
+_CONTAINER_VIEWS = frozenset({"items", "values"})
+MOVE_CALL = re.compile(rf"\.{GAP}(?:to|cuda){GAP}\(")
+
+
+class NonBlockingTransfer(Rule):
+    """Flags ``.to(device)`` / ``.cuda()`` of a batch from a ``pin_memory=True`` DataLoader
+    without ``non_blocking=True``.
+
+    The batch is a loop variable of a ``for`` over the loader (through names, ``self``
+    attributes, ``enumerate``/``tqdm``), or read from one (``batch[0]``, ``batch["x"]``, the
+    values of ``batch.items()`` in a comprehension), still as the loader yielded it: the tensor
+    the pin-memory thread put in page-locked memory. Silent: loaders that are not known to pin
+    (``pin_memory=cfg.pin``, ``**kwargs``), loaders with a ``collate_fn`` (a batch may then be
+    an object whose ``.to`` takes no ``non_blocking``), values computed from the batch
+    (``x.float()`` is a new, pageable tensor), moves to the host or to a dtype, and
+    ``non_blocking=<variable>``.
+    """
+
+    code = "TL203"
+    name = "non-blocking-transfer"
+    summary = "A batch from a pinned `DataLoader` is copied to the GPU without `non_blocking=True`."
+    message = (
+        "This batch comes from a `pin_memory=True` DataLoader, but the copy to the GPU blocks the host "
+        "until it is done; pass `non_blocking=True` so it overlaps with queued GPU work."
+    )
+    requires = (("pin_memory",), (MOVE_CALL,))
+    fix_applicability = SAFE
+    preview = True  # too few findings on real code yet to show its precision
+    tags = ("performance",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = method_call(node)
+        if method is None or method[1] not in ("to", "cuda"):
+            return
+        bound = move_arguments(node, TENSOR_TO_PARAMS if method[1] == "to" else TENSOR_CUDA_PARAMS)
+        if bound is None:
+            return
+        if "non_blocking" in bound and literal_value(bound["non_blocking"]) is not False:
+            return  # True already, or unknown
+        if method[1] == "to" and not is_accelerator_device(bound.get("device"), self.ctx):
+            return
+        loop = next((l for l in enclosing_loops(self.ctx) if isinstance(l, cst.For) and self._pinned_loop(l)), None)
+        if loop is None or not self._straight_from(method[0], loop, set()):
+            return
+        self.report(node, fix=self._fix(node, bound))
+
+    def _pinned_loop(self, loop: cst.For) -> bool:
+        loaders = self.ctx.semantic.loader_calls(loop.iter)
+        return bool(loaders) and all(_pins(call) for call in loaders)
+
+    def _straight_from(self, value: cst.BaseExpression, loop: cst.For, seen: set) -> bool:
+        """Is ``value`` a tensor as ``loop``'s loader yielded it: a loop variable, a read from one
+        (``batch[0]``, ``batch.x``), a name bound only to such reads, or a comprehension variable
+        over ``batch.items()``/``batch.values()``/``batch``?"""
+        while isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value
+        if not isinstance(value, cst.Name) or id(value) in seen:
+            return False
+        seen.add(id(value))
+        bindings = self.ctx.semantic.lookup(value)
+        if not bindings:
+            return False
+        for b in bindings:
+            if b.kind == LOOP and b.statement is loop:
+                continue
+            if b.kind == LOOP and isinstance(b.statement, cst.CompFor):
+                source = b.value
+                call = method_call(source)
+                if call is not None and call[1] in _CONTAINER_VIEWS and not source.args:
+                    source = call[0]
+                if self._straight_from(source, loop, seen):
+                    continue
+                return False
+            source = b.value
+            if b.kind == ASSIGN and source is None and isinstance(b.statement, cst.Assign):
+                source = b.statement.value  # `images, labels = batch`: each element is read from it
+            if b.kind == ASSIGN and isinstance(source, (cst.Name, cst.Subscript, cst.Attribute)):
+                if self._straight_from(source, loop, seen):
+                    continue
+            return False
+        return True
+
+    def _fix(self, node: cst.Call, bound: dict) -> FixSpec:
+        true = cst.Name("True")
+        current = bound.get("non_blocking")
+        if current is not None:
+            edit = NodeEdit(current, true)
+        else:
+            edit = NodeEdit(node, with_keyword_args(node, [("non_blocking", true)]))
+        return FixSpec(SAFE, "Pass `non_blocking=True`", (edit,))
+
+
+def _pins(call: cst.Call) -> bool:
+    """A DataLoader known to pin its batches, with the default collate function."""
+    if has_star_args(call):
+        return False
+    pin = get_arg(call, "pin_memory", PIN_MEMORY)
+    collate = get_arg(call, "collate_fn", COLLATE_FN)
+    return pin is not None and literal_value(pin.value) is True and (
+        collate is None or literal_value(collate.value) is None)
+
+
+# -- TL204 ----------------------------------------------------------------------------------------
+SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.cuda.current_stream.synchronize"})
+
+
+class CudaSynchronizeInLoop(Rule):
+    """Flags ``torch.cuda.synchronize()`` in a training or evaluation loop (a loop over a data
+    loader, or one that takes a gradient step) or in a function the project index proves runs
+    every step.
+
+    Timing and profiling code needs the sync and stays silent: a timer or memory statistic read
+    in the statements right after it (``time.perf_counter()``, ``time.time()``,
+    ``end.record()``, ``start.elapsed_time(end)``, ``timer.toc()``,
+    ``torch.cuda.max_memory_allocated()``), a loop that reads a timer anywhere in its body, a
+    function, class or file named for timing or benchmarking (``benchmark``, ``profile``,
+    ``latency``, ``throughput``, ``time_sync``), a ``debug``/profiling branch, and syncs under a
+    periodic guard (``if step % 100 == 0:``).
+    """
+
+    code = "TL204"
+    name = "cuda-synchronize-in-loop"
+    summary = "`torch.cuda.synchronize()` every step makes the host wait for all queued GPU work."
+    message = (
+        "`torch.cuda.synchronize()` here runs every step and makes the CPU wait until the GPU has "
+        "finished all queued work, so the next step cannot be queued ahead; remove it (keep it only "
+        "where a timer is read right after it)."
+    )
+    requires = (("synchronize",),)
+    preview = True  # too few findings on real code yet to show its precision
+    tags = ("performance",)
+    uses_project = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.resolve_call(node) != "torch.cuda.synchronize":
+            return
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        if loop is not None:
+            scope: cst.CSTNode = loop
+            where = "in a training or evaluation loop"
+        else:
+            why = runs_every_step(self.ctx, ("train", "eval"))
+            scope = enclosing_function(self.ctx)
+            if why is None or scope is None:
+                return
+            where = f"in `{scope.name.value}`, which runs every step ({why})"
+        if under_periodic_guard(self.ctx, scope, node) or in_debug_branch(self.ctx, node):
+            return
+        if self._timing_code(scope) or self._timer_read_after(scope):
+            return
+        self.report(node, (
+            f"`torch.cuda.synchronize()` {where} makes the CPU wait until the GPU has finished all "
+            "queued work, every step; remove it (keep it only where a timer is read right after it)."))
+
+    def _timing_code(self, scope: cst.CSTNode) -> bool:
+        """A loop that reads a timer, or code named for timing (function, class or file)."""
+        for node in self.ctx.ancestors:
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and set(name_tokens(node.name)) & TIMING_WORDS:
+                return True
+        stem = re.split(r"[\\/]", self.ctx.path)[-1].rsplit(".", 1)[0]
+        if stem.isidentifier() and set(name_tokens(cst.Name(stem))) & TIMING_WORDS:
+            return True
+        if isinstance(scope, (cst.For, cst.While)):
+            body = scope.body
+            return any(isinstance(n, cst.Call) and self._reads_timer(n)
+                       for n in walk(body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
+        return False
+
+    def _timer_read_after(self, scope: cst.CSTNode) -> bool:
+        """Is a timer read in the statement after the sync's (going up through the blocks that
+        end with it, up to ``scope``; the first statement of a loop body follows its last)?"""
+        ancestors = self.ctx.ancestors
+        for index in range(len(ancestors) - 1, 0, -1):
+            block, statement = ancestors[index - 1], ancestors[index]
+            if isinstance(statement, cst.SimpleStatementLine) and self._line_reads_timer(statement):
+                return True
+            if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+                if block is scope:
+                    break
+                continue
+            siblings = list(block.body)
+            position = next((i for i, s in enumerate(siblings) if s is statement), None)
+            if position is None:
+                continue
+            if position + 1 < len(siblings):
+                return self._statement_reads_timer(siblings[position + 1])
+            owner = ancestors[index - 2] if index >= 2 else None
+            if owner is scope:
+                return isinstance(scope, (cst.For, cst.While)) and self._statement_reads_timer(siblings[0])
+        return False
+
+    def _line_reads_timer(self, line: cst.SimpleStatementLine) -> bool:
+        return any(isinstance(n, cst.Call) and self._reads_timer(n) for n in walk(line))
+
+    def _statement_reads_timer(self, statement: cst.CSTNode) -> bool:
+        if isinstance(statement, cst.SimpleStatementLine):
+            return self._line_reads_timer(statement)
+        if isinstance(statement, (cst.If, cst.With, cst.Try)):  # the first line of its body
+            body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else []
+            return bool(body) and self._statement_reads_timer(body[0])
+        return False
+
+    def _reads_timer(self, call: cst.Call) -> bool:
+        name = self.ctx.resolve_call(call) or ""
+        if name.startswith("time.") or name.startswith("timeit."):
+            return True
+        if name.startswith("torch.cuda.") and ("memory" in name or "Event" in name):
+            return True
+        return bool(set(name_tokens(call.func)) & TIMING_WORDS)
+
+
+# -- TL205 ----------------------------------------------------------------------------------------
+# NumPy functions that always return an ndarray (never a scalar, never negative strides).
+NUMPY_ARRAY_FUNCTIONS = frozenset({
+    "array", "asarray", "ascontiguousarray", "asfortranarray", "asanyarray", "copy", "zeros", "ones",
+    "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace",
+    "logspace", "eye", "identity", "stack", "concatenate", "vstack", "hstack", "dstack",
+    "column_stack", "load", "loadtxt", "genfromtxt", "frombuffer", "fromfile", "fromiter", "tile",
+    "repeat", "pad", "expand_dims", "reshape", "transpose", "meshgrid", "random.permutation",
+})
+# NumPy random functions: an array only when given a size (positional index, keyword `size`).
+NUMPY_RANDOM_SIZE = {"random.rand": 0, "random.randn": 0, "random.random": 0, "random.uniform": 2,
+                     "random.normal": 2, "random.randint": 2, "random.choice": 1}
+# Array methods that return an array again (``astype`` sets the dtype).
+ARRAY_METHODS = frozenset({"astype", "reshape", "copy", "transpose", "squeeze", "flatten", "ravel"})
+# Legacy typed constructors and the dtype each gives (``torch.Tensor``: the default, float32).
+LEGACY_TENSOR_TYPES = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
+    "ByteTensor": "uint8", "BoolTensor": "bool", "Tensor": "float32",
+}
+# dtype spellings by the NumPy name of the dtype: torch's attributes (`torch.float` is float32)...
+_TORCH_DTYPES = {
+    "float32": "float32", "float": "float32", "float64": "float64", "double": "float64", "float16": "float16",
+    "half": "float16", "bfloat16": "bfloat16", "int64": "int64", "long": "int64", "int32": "int32",
+    "int": "int32", "int16": "int16", "short": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+}
+# ... and NumPy's attributes, strings and builtins (`np.float_`, `float` and `"float"` are float64).
+_NUMPY_DTYPES = {
+    "float32": "float32", "single": "float32", "float64": "float64", "double": "float64", "float_": "float64",
+    "float": "float64", "float16": "float16", "half": "float16", "int64": "int64", "int32": "int32",
+    "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool", "bool_": "bool", "f4": "float32",
+    "f8": "float64", "f2": "float16", "i8": "int64", "i4": "int32", "u1": "uint8",
+}
+NUMPY_ANNOTATIONS = frozenset({"numpy.ndarray", "numpy.typing.NDArray"})
+# Methods a data pipeline calls per sample or per batch.
+_DATA_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
+COPYING_CONSTRUCTORS = frozenset({"torch.tensor"} | {f"torch.{t}" for t in LEGACY_TENSOR_TYPES})
+_NOT_AN_ARRAY = (False, None)
+
+
+class TensorCopyFromNumpy(Rule):
+    """Flags ``torch.tensor(a)`` and the typed constructors (``torch.Tensor(a)``,
+    ``torch.FloatTensor(a)``, ``torch.LongTensor(a)``, ...) where ``a`` is known to be a NumPy
+    array and the result could share its memory: the copy is the only thing the call does.
+
+    "Known": every reaching binding is a NumPy call that returns an array (``np.array``,
+    ``np.zeros``, ``np.load``, ``np.stack``, ``np.random.rand(n)`` with a size ...), ``.numpy()``,
+    an array method of such a value (``.astype()``, ``.reshape()``), or a parameter annotated
+    ``np.ndarray``. "Could share": no ``device=`` (a copy to the device happens either way), and
+    no dtype conversion: ``torch.tensor(a)`` keeps the array's dtype; ``torch.tensor(a,
+    dtype=d)`` and ``torch.FloatTensor(a)`` only when the array's dtype is known to be that
+    (``np.zeros(n, dtype=np.float32)``, ``a.astype("float32")``). Unknown values (a list, a
+    parameter without annotation, ``np.sum(a)`` which may be a scalar) stay silent.
+    """
+
+    code = "TL205"
+    name = "tensor-copy-from-numpy"
+    summary = "`torch.tensor(ndarray)` copies the array; `torch.as_tensor`/`torch.from_numpy` can share it."
+    message = (
+        "`{call}` copies this NumPy array into new memory; `torch.as_tensor(a)` (or `torch.from_numpy(a)`) "
+        "shares the array's memory instead, if nothing writes to the array while the tensor is in use."
+    )
+    requires = (("numpy",), ("Tensor", "tensor"))
+    fix_applicability = UNSAFE
+    preview = True  # too few findings on real code yet to show its precision
+    tags = ("performance",)
+    uses_project = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.resolve_call(node)
+        if name not in COPYING_CONSTRUCTORS or has_star_args(node):
+            return
+        short = name.split(".", 1)[1]
+        data = get_arg(node, "data", 0)
+        if data is None or any(a is not data and (a.keyword is None or a.keyword.value not in
+                                                  ("dtype", "requires_grad", "device")) for a in node.args):
+            return  # a size (`torch.FloatTensor(3)`) or a keyword we do not know
+        device = get_arg(node, "device")
+        if device is not None and literal_value(device.value) != "cpu":
+            return  # copied to the device either way
+        is_array, dtype = self._numpy_array(data.value, set())
+        if not is_array:
+            return
+        wanted = get_arg(node, "dtype")
+        if short != "tensor" or wanted is not None:  # converts, unless the array has that dtype already
+            target = LEGACY_TENSOR_TYPES[short] if short != "tensor" else self._dtype(wanted.value)
+            if target is None or dtype != target:
+                return  # a conversion copies anyway (or the dtypes are not known)
+        if not self._runs_often():
+            return
+        self.report(node, self.message.format(call=f"torch.{short}(...)"), fix=self._fix(node, short, data))
+
+    def _runs_often(self) -> bool:
+        """In a loop, a per-sample or per-batch data method (``__getitem__``, ``collate_fn``), or a
+        function run every step; not in set-up or conversion code (``convert_*.py``,
+        ``load_weights``), where one copy at start-up costs nothing."""
+        stem = re.split(r"[\\/]", self.ctx.path)[-1].rsplit(".", 1)[0]
+        if stem.isidentifier() and set(name_tokens(cst.Name(stem))) & SETUP_WORDS:
+            return False
+        function = enclosing_function(self.ctx)
+        if function is not None and set(name_tokens(function.name)) & SETUP_WORDS:
+            return False
+        if enclosing_loops(self.ctx):
+            return True
+        if function is None:
+            return False
+        name = function.name.value
+        return (name in _DATA_METHODS or "collate" in name.lower() or is_per_step_function(function)
+                or runs_every_step(self.ctx, ("train", "eval")) is not None)
+
+    def _numpy_array(self, value: cst.BaseExpression, seen: set):
+        """(is a NumPy array, its dtype name or None when not known)."""
+        if id(value) in seen:
+            return _NOT_AN_ARRAY
+        seen.add(id(value))
+        if isinstance(value, cst.Call):
+            qualified = self.ctx.resolve_call(value) or ""
+            function = qualified[6:] if qualified.startswith("numpy.") else None
+            if function in NUMPY_ARRAY_FUNCTIONS or (
+                    function in NUMPY_RANDOM_SIZE and get_arg(value, "size", NUMPY_RANDOM_SIZE[function]) is not None):
+                dtype = get_arg(value, "dtype")
+                return True, self._dtype(dtype.value) if dtype is not None else None
+            call = method_call(value)
+            if call is None:
+                return _NOT_AN_ARRAY
+            if call[1] == "numpy" and not value.args:
+                return True, None  # Tensor.numpy()
+            if call[1] in ARRAY_METHODS:
+                is_array, dtype = self._numpy_array(call[0], seen)
+                if call[1] == "astype":
+                    given = get_arg(value, "dtype", 0)
+                    dtype = self._dtype(given.value) if given is not None else None
+                return is_array, dtype
+            return _NOT_AN_ARRAY
+        if isinstance(value, cst.Name):
+            bindings = self.ctx.semantic.lookup(value)
+            if not bindings:
+                return _NOT_AN_ARRAY
+            dtypes = set()
+            for b in bindings:
+                if b.kind == PARAM:
+                    if not self._numpy_annotation(b.statement):
+                        return _NOT_AN_ARRAY
+                    dtypes.add(None)
+                elif b.kind == ASSIGN and b.value is not None:
+                    is_array, dtype = self._numpy_array(b.value, seen)
+                    if not is_array:
+                        return _NOT_AN_ARRAY
+                    dtypes.add(dtype)
+                else:
+                    return _NOT_AN_ARRAY
+            return True, dtypes.pop() if len(dtypes) == 1 else None
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self":
+            values = self.ctx.semantic.values_of(value)
+            if not values:
+                return _NOT_AN_ARRAY
+            found = [self._numpy_array(v, seen) for v in values]
+            if not all(is_array for is_array, _ in found):
+                return _NOT_AN_ARRAY
+            dtypes = {dtype for _, dtype in found}
+            return True, dtypes.pop() if len(dtypes) == 1 else None
+        return _NOT_AN_ARRAY
+
+    def _dtype(self, node: cst.BaseExpression) -> Optional[str]:
+        """The NumPy name of a dtype written ``np.float32``, ``torch.long``, ``"float32"``, ``float``."""
+        literal = literal_value(node)
+        if isinstance(literal, str):
+            return _NUMPY_DTYPES.get(literal)
+        if isinstance(node, cst.Name) and node.value in ("float", "bool") and self.ctx.resolve(node) is None:
+            return _NUMPY_DTYPES[node.value]
+        qualified = self.ctx.resolve(node) if dotted_name(node) else None
+        if qualified and qualified.count(".") == 1:
+            module, name = qualified.split(".")
+            table = {"numpy": _NUMPY_DTYPES, "torch": _TORCH_DTYPES}.get(module, {})
+            return table.get(name)
+        return None
+
+    def _numpy_annotation(self, param: cst.CSTNode) -> bool:
+        if not isinstance(param, cst.Param) or param.annotation is None:
+            return False
+        annotation = param.annotation.annotation
+        if isinstance(annotation, cst.Subscript):  # npt.NDArray[np.float32]
+            annotation = annotation.value
+        return self.ctx.resolve(annotation) in NUMPY_ANNOTATIONS if dotted_name(annotation) else False
+
+    def _fix(self, node: cst.Call, short: str, data: cst.Arg) -> Optional[FixSpec]:
+        """``torch.as_tensor(a[, dtype=...][, device="cpu"])``: the same values and dtype, sharing memory."""
+        if not isinstance(node.func, cst.Attribute):
+            return None  # `from torch import tensor`: no `torch.` to reuse
+        torch_module = node.func.value
+        keep: List[Tuple[str, cst.BaseExpression]] = []
+        for arg in node.args:
+            if arg is data:
+                continue
+            if arg.keyword.value == "requires_grad":
+                return None  # as_tensor has no such parameter
+            keep.append((arg.keyword.value, arg.value))
+        if short == "Tensor":  # the default dtype, as `torch.Tensor(a)` gives
+            keep.append(("dtype", cst.Call(cst.Attribute(torch_module, cst.Name("get_default_dtype")))))
+        elif short != "tensor":
+            keep.append(("dtype", cst.Attribute(torch_module, cst.Name(LEGACY_TENSOR_TYPES[short]))))
+        first = data.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT, comma=cst.MaybeSentinel.DEFAULT)
+        call = with_keyword_args(cst.Call(cst.Attribute(torch_module, cst.Name("as_tensor")), [first]), keep)
+        return FixSpec(UNSAFE, "Use `torch.as_tensor` (shares the array's memory)", (NodeEdit(node, call),))
+
+
+# -- TL206 ----------------------------------------------------------------------------------------
+_SCALAR_BUILTINS = {"float": "float", "int": "int", "len": "int", "bool": "bool", "round": None, "abs": None}
+_SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool"})
+
+
+class ScalarTensorOnDevice(Rule):
+    """Flags ``torch.tensor(<python scalar>, device=<accelerator>)`` in a loop or in a function the
+    project index proves runs every step.
+
+    The scalar is a number literal, ``float(...)``/``int(...)``/``len(...)``/``.item()``,
+    arithmetic of those, or a name every reaching binding of which is one (or a parameter
+    annotated ``int``/``float``/``bool``). The device is one ``analysis.is_accelerator_device``
+    recognises. ``torch.tensor(data)`` of a list or a tensor, host tensors, and loops that run
+    once stay silent.
+    """
+
+    code = "TL206"
+    name = "scalar-tensor-on-device"
+    summary = "`torch.tensor(scalar, device=cuda)` in a loop: a blocking host-to-device copy each time."
+    message = (
+        "`torch.tensor(<scalar>, device=...)` builds the value on the host and copies it to the device, "
+        "waiting for the copy, on every iteration; `torch.full((), value, dtype=..., device=...)` fills it "
+        "on the device without a copy."
+    )
+    requires = (("tensor",), ("device",))
+    fix_applicability = SAFE
+    preview = True  # too few findings on real code yet to show its precision
+    tags = ("performance",)
+    uses_project = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.resolve_call(node) != "torch.tensor" or has_star_args(node):
+            return
+        data = get_arg(node, "data", 0)
+        device = get_arg(node, "device")
+        if data is None or device is None or not is_accelerator_device(device.value, self.ctx):
+            return
+        kind = self._scalar(data.value, set())
+        if kind is None:
+            return
+        loops = [l for l in enclosing_loops(self.ctx) if not _runs_once(l)]
+        function = enclosing_function(self.ctx)
+        if loops:
+            if not _device_of_a_value(device.value) and any(
+                    self.ctx.semantic.derives_from(device.value, l) for l in loops if isinstance(l, cst.For)):
+                return  # a device per iteration: `for i in range(device_count())` initialises each once
+            if function is not None and set(name_tokens(function.name)) & SETUP_WORDS:
+                return  # `__init__`, `__setstate__`, `load_state_dict`: runs once
+            top: cst.CSTNode = loops[-1]
+        elif runs_every_step(self.ctx, ("train", "eval")) is not None:
+            top = function
+        else:
+            return
+        if under_periodic_guard(self.ctx, top, node) or _under_nan_branch(self.ctx, top, self.ctx.ancestors):
+            return
+        self.report(node, fix=self._fix(node, data, kind))
+
+    def _scalar(self, value: cst.BaseExpression, seen: set) -> Optional[str]:
+        """"int"/"float"/"bool" for a Python scalar of that type, "number" when the type is not
+        known from the text (``.item()``, a name), None when not known to be a Python scalar."""
+        if id(value) in seen:
+            return None
+        seen.add(id(value))
+        literal = literal_value(value)
+        if literal is not UNKNOWN:
+            if isinstance(literal, bool):
+                return "bool"
+            if isinstance(literal, int):
+                return "int"
+            if isinstance(literal, float):
+                return "float"
+            return None
+        if isinstance(value, cst.Call):
+            if isinstance(value.func, cst.Name) and value.func.value in _SCALAR_BUILTINS \
+                    and self.ctx.semantic.lookup(value.func) is None:
+                return _SCALAR_BUILTINS[value.func.value] or "number"
+            call = method_call(value)
+            if call is not None and call[1] == "item" and not value.args:
+                return "number"
+            return None
+        if isinstance(value, cst.BinaryOperation):
+            left, right = self._scalar(value.left, seen), self._scalar(value.right, seen)
+            return "number" if left and right else None
+        if isinstance(value, cst.Name):
+            bindings = self.ctx.semantic.lookup(value)
+            if not bindings:
+                return None
+            kinds = set()
+            for b in bindings:
+                if b.kind == PARAM:
+                    param = b.statement
+                    annotation = param.annotation.annotation if isinstance(param, cst.Param) and param.annotation else None
+                    if not (isinstance(annotation, cst.Name) and annotation.value in _SCALAR_ANNOTATIONS):
+                        return None
+                    kinds.add("number")  # an annotation is not a promise: numpy scalars pass it
+                elif b.kind == ASSIGN and b.value is not None:
+                    kind = self._scalar(b.value, seen)
+                    if kind is None:
+                        return None
+                    kinds.add(kind)
+                else:
+                    return None
+            return kinds.pop() if len(kinds) == 1 else "number"
+        return None
+
+    def _fix(self, node: cst.Call, data: cst.Arg, kind: str) -> Optional[FixSpec]:
+        """``torch.full((), value, <the same keywords>)``; a literal int/bool gets its dtype written
+        out. Safe when the dtype is explicit or fixed by the literal's type; unsafe when the value's
+        type is unknown (a NumPy scalar gives float64 to ``torch.tensor`` but the default dtype to
+        ``torch.full``)."""
+        if not isinstance(node.func, cst.Attribute):
+            return None
+        torch_module = node.func.value
+        keywords = [a for a in node.args if a is not data]
+        if any(a.keyword is None or a.keyword.value not in ("dtype", "device", "requires_grad") for a in keywords):
+            return None
+        has_dtype = any(a.keyword.value == "dtype" for a in keywords)
+        new_args = [(a.keyword.value, a.value) for a in keywords]
+        applicability = SAFE
+        if not has_dtype:
+            if kind == "int":
+                new_args.insert(0, ("dtype", cst.Attribute(torch_module, cst.Name("int64"))))
+            elif kind == "bool":
+                new_args.insert(0, ("dtype", cst.Attribute(torch_module, cst.Name("bool"))))
+            elif kind != "float":
+                applicability = UNSAFE
+        empty = cst.Tuple([], lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        call = cst.Call(cst.Attribute(torch_module, cst.Name("full")), [
+            cst.Arg(empty, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+            cst.Arg(data.value)])
+        call = with_keyword_args(call, new_args)
+        return FixSpec(applicability, "Use `torch.full((), value, ...)` (filled on the device)", (NodeEdit(node, call),))
+
+
+def _device_of_a_value(node: cst.BaseExpression) -> bool:
+    """``p.device``: where a tensor already is (the same device on every iteration)."""
+    return isinstance(node, cst.Attribute) and node.attr.value == "device"
+
+
+_NAN_CHECKS = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf"})
+
+
+def _under_nan_branch(ctx, top: cst.CSTNode, ancestors) -> bool:
+    """Inside an ``if`` (below ``top``) whose test checks for NaN/inf: a rare path."""
+    below = False
+    for parent, child in zip(ancestors, ancestors[1:]):
+        if parent is top:
+            below = True
+        if below and isinstance(parent, cst.If) and child is parent.body:
+            if any(isinstance(n, cst.Call) and set(name_tokens(n.func)) & _NAN_CHECKS for n in walk(parent.test)):
+                return True
+    return False
+
+
+def _runs_once(loop: cst.CSTNode) -> bool:
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call)):
+        return False
+    func, args = loop.iter.func, loop.iter.args
+    return isinstance(func, cst.Name) and func.value == "range" and len(args) == 1 and literal_value(args[0].value) in (0, 1)
+
+
+RULES = [NonBlockingTransfer, CudaSynchronizeInLoop, TensorCopyFromNumpy, ScalarTensorOnDevice]
