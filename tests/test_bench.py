@@ -31,4 +31,20 @@ def test_bench_runs_on_the_fixtures(tmp_path, capsys):
     assert runs["cold"][0]["findings"] == runs["warm"][0]["findings"] == runs["touched"][0]["findings"] > 0
     assert all(r["maxrss_mb"] > 0 for kind in runs.values() for r in kind)
     assert data["single_file"]["median_s"] > 0
+    assert data["single_file"]["findings"] > 0  # the editor path is timed on a file with findings
+    assert data["single_file"]["lsp_s"] > 0  # change -> published diagnostics through the server
     assert not (tmp_path / "cache").exists()  # a local corpus downloads nothing
+
+
+def test_bench_scaling_mode(tmp_path, capsys):
+    corpus = tmp_path / "fixtures"
+    shutil.copytree(ROOT / "fixtures", corpus)
+    out = tmp_path / "bench.json"
+    code = bench.main(["--corpus-dir", str(corpus), "--repeat", "1", "--no-download", "--scaling-only",
+                       "--cache-root", str(tmp_path / "cache"), "--json", str(out)])
+    assert code == 0
+    assert "Scaling on fixtures" in capsys.readouterr().out
+    cases = json.loads(out.read_text())["scaling"]
+    assert [c["case"].split(" of ")[0] for c in cases[:4]] == ["10%", "25%", "50%", "100%"]
+    assert [c["files"] for c in cases[4:]] == [1, 1, 1, 1]
+    assert all(r["maxrss_mb"] > 0 and r["findings"] is not None for c in cases for r in c["runs"])

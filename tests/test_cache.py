@@ -46,9 +46,9 @@ def spy(monkeypatch):
     linted = []
     real_lint, real_first = runner._lint_for_cache, runner._first_pass
 
-    def counting(path, settings, project=None):
+    def counting(path, settings, project=None, *rest):
         linted.append(os.path.basename(path))
-        return real_lint(path, settings, project)
+        return real_lint(path, settings, project, *rest)
 
     def first(path, settings):  # phase 1 reads every file; those no rule needs end there
         result = real_first(path, settings)

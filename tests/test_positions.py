@@ -45,3 +45,42 @@ def _check(text: str) -> None:
         assert (start.row, start.column - 1, end.row, end.column - 1) == (
             span.start.line, span.start.column, span.end.line, span.end.column
         ), type(node).__name__
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_positions_of_one_statement_match_the_whole_module(path):
+    """A finding's top-level statement is generated alone (no whole-module pass) and gives the
+    same ranges as libcst's PositionProvider."""
+    _check_statements(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = 1",  # no trailing newline
+        "a = (\r\n    1,\r\n)\r\n",  # CRLF
+        "# header\n\n@dec  # c\n\n# between\n@dec2\nclass A:\n    def f(self):\n        return 1\n    # block footer\n# dedented\n\n\nx = 2; y = 3\n# footer\n",
+        "if x:\n\tpass\nelse:\n\ty = '😀' + 'é'\n",  # tabs, astral characters
+        "s = '''multi\nline'''; t = f'{s!r:>{10}}'\n",
+        "(a\n +b)\n[c]\nx = \\\n  1\n",
+    ],
+)
+def test_positions_of_one_statement_on_edge_cases(text):
+    _check_statements(text)
+
+
+def _check_statements(text: str) -> None:
+    module = cst.parse_module(text)
+    theirs = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    ours = Positions(module, text)
+    for stmt in module.body:
+        stack = [stmt]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            span = theirs[node]
+            start, end = ours.range(node, stmt)
+            assert (start.row, start.column - 1, end.row, end.column - 1) == (
+                span.start.line, span.start.column, span.end.line, span.end.column
+            ), type(node).__name__
+    assert not ours._whole, "a statement could not be placed: the whole module was generated"

@@ -41,17 +41,105 @@ def difference(path: str):
     return None if fast == full else (path, fast, full)
 
 
-def differences(files):
+def ast_difference(path: str):
+    """None if the ast-level prefilter (``Rule.ast_candidate``) drops no rule that would fire,
+    else (path, [(code, row, col) of the findings it would lose])."""
+    import ast
+
+    from torchlint.astindex import AstIndex
+    from torchlint.engine import candidate_rules
+
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None  # no tree: the ast prefilter is not asked
+    settings = Settings()
+    codes = settings.codes_for_path(path)
+    index = AstIndex(tree, text)  # every rule's question, even where the engine would not ask it
+    dropped = [rule for rule in candidate_rules(text, path, settings, codes)
+               if rule.ast_candidate is not None and not rule.ast_candidate(index)]
+    if not dropped:
+        return None
+    lost = [(d.code, d.location.row, d.location.column)
+            for d in lint_source(text, path, settings, rules=dropped, prefilter=False) if d.code != "TL001"]
+    return (path, lost) if lost else None
+
+
+def differences(files, check=difference):
     if len(files) < 20:
-        return [d for d in map(difference, files) if d]
+        return [d for d in map(check, files) if d]
     with ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        return [d for d in pool.map(difference, files, chunksize=8) if d]
+        return [d for d in pool.map(check, files, chunksize=8) if d]
 
 
 def test_prefilter_is_sound_on_the_fixtures():
     files = sorted(str(p) for p in (ROOT / "fixtures").glob("*.py"))
     assert files
     assert differences(files) == []
+
+
+def _in_repo_python_files():
+    """The fixtures, the multi-file fixture projects and the docs' examples: every shape the
+    rules are known to fire on, and their look-alikes."""
+    files = sorted(str(p) for p in (ROOT / "fixtures").rglob("*.py"))
+    assert len(files) > 40
+    return files
+
+
+def test_ast_prefilter_is_sound_on_the_fixtures():
+    assert differences(_in_repo_python_files(), ast_difference) == []
+
+
+AST_CASES = [
+    # (source, rule, whether the ast prefilter keeps the rule): words only in docstrings and
+    # comments are dropped; real sites, aliases and uses it cannot follow are kept.
+    ('"""Wrap the model in nn.DataParallel for multi-GPU."""\n', "TL701", False),
+    ("import torch.nn as nn\nm = nn.DataParallel(m)\n", "TL701", True),
+    ("# torch.cuda.empty_cache() here would be slow\nimport torch\n", "TL501", False),
+    ("import torch\nec = torch.cuda.empty_cache\nfor b in x:\n    ec()\n", "TL501", True),
+    ("from torch.cuda import empty_cache as free\nfor b in x:\n    free()\n", "TL501", True),
+    ("import torch\nf(torch.cuda.empty_cache)\n", "TL501", True),  # passed as a value
+    ('"""Use a DataLoader."""\nfrom torch.utils.data import DataLoader\n', "TL101", False),
+    ("from torch.utils.data import DataLoader as DL\nDL(ds)\n", "TL101", True),
+    ("from torch.utils.data import DataLoader\nclass L(DataLoader):\n    pass\n", "TL101", True),
+    ("from torch.utils.data import DataLoader\nisinstance(x, DataLoader)\n", "TL102", False),
+    ('import torch\n"""torch.zeros(3).cuda()"""\nx = torch.ones(2)\n', "TL202", False),
+    ("import torch\nx = torch.zeros(3).float().cuda()\n", "TL202", True),
+    ("from torch import zeros as z\nx = z(3).cuda()\n", "TL202", True),
+    ("import torch\nx = torch.eye(3)\ny = x.cuda()\n", "TL202", True),  # a name bound to a constructor
+    ("import torch.nn as nn\n# nn.BatchNorm2d after nn.Conv2d\nc = nn.Conv2d(3, 8, 3)\n", "TL301", False),
+    ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))\n", "TL301", True),
+    ("def f(p):\n    p.data.zero_()  # not zero_grad\n", "TL401", False),
+    ("def f(p):\n    p.grad.data.zero_()\n", "TL401", True),
+    ('"""The loader yields .item() values."""\nx.step\n', "TL201", False),
+    ("for b in train_loader:\n    b.item()\n", "TL201", True),
+]
+
+
+@pytest.mark.parametrize("source, code, kept", AST_CASES)
+def test_ast_prefilter_cases(source, code, kept):
+    import ast
+
+    from torchlint.astindex import AstIndex
+    from torchlint.rules import rules_by_code
+
+    rule = rules_by_code()[code]
+    assert rule.may_fire(source), "the text prefilter must pass for the case to mean anything"
+    assert bool(rule.ast_candidate(AstIndex(ast.parse(source), source))) is kept
+
+
+@pytest.mark.parametrize("corpus", ["timm-1.0.11", "transformers-4.46.3"])
+def test_ast_prefilter_is_sound_on_the_corpora(corpus):
+    """The benchmark's corpora when they are on this machine (never downloaded here; the
+    fixtures test above is the in-repo equivalent)."""
+    cache_root = Path(os.environ.get("TORCHLINT_BENCH_CACHE", "~/.cache/torchlint-bench")).expanduser()
+    folder = cache_root / "corpora" / f"{corpus}-py3-none-any"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent (python benchmarks/bench.py fetches it)")
+    files = sorted(str(p) for p in folder.rglob("*.py"))
+    assert differences(files, ast_difference) == []
 
 
 def test_prefilter_is_sound_on_timm():
@@ -95,3 +183,24 @@ def test_tl202_prefilter_pattern_is_linear_on_long_comments():
     start = time.perf_counter()
     assert MOVE_CALL.search(text) is None
     assert time.perf_counter() - start < 0.5
+
+
+def test_a_file_whose_words_are_only_in_docstrings_never_reaches_libcst(monkeypatch):
+    import libcst
+
+    from torchlint import engine
+
+    parsed = []
+    real = libcst.parse_module
+    monkeypatch.setattr(libcst, "parse_module", lambda text, *a, **k: parsed.append(text) or real(text, *a, **k))
+    words_only = '"""Wraps the model in nn.DataParallel (see DataLoader)."""\n\nx = 1\n'
+    # the text prefilter alone would parse it
+    assert [r.code for r in engine.candidate_rules(words_only, "m.py", Settings(), Settings().codes_for_path("m.py"))]
+    assert lint_source(words_only, "m.py", Settings()) == []
+    # final findings here (TL701 may still fire where the project index has facts: True)
+    assert engine.first_pass(words_only, "m.py", Settings())[1:] == ([], True, None)
+    assert parsed == []
+    real_site = "import torch.nn as nn\nmodel = nn.DataParallel(model)\n"
+    assert [d.code for d in lint_source(real_site, "m.py", Settings())] == ["TL701"]
+    assert "TL701" in engine.first_pass(real_site, "m.py", Settings())[3]
+    assert parsed == [real_site]

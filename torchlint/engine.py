@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ast
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
+from torchlint.astindex import AstIndex
 from torchlint.testcode import is_test_module
 from torchlint.context import (
     DELETE_LINES,
@@ -111,15 +112,27 @@ def lint_source(
     prefilter: bool = True,
     incremental: bool = False,
     project: Optional[FileFacts] = None,
+    ast_codes: Optional[Collection[str]] = None,
 ) -> List[Diagnostic]:
     """All findings for one file's text, noqa and per-file-ignores applied, sorted.
 
     ``incremental=True`` (editors, the language server) reuses the parse trees of top-level
     statements unchanged since an earlier call (see ``parsing.IncrementalParser``).
     ``project``: what the project index says about this file's functions (``project.py``);
-    without it, the file is its own project (its own loops and factories still count)."""
+    without it, the file is its own project (its own loops and factories still count).
+    ``ast_codes``: the rules phase 1's ast-level prefilter kept for this file (``runner``); None:
+    this call asks it, when that may spare the libcst parse."""
     codes = settings.codes_for_path(path)
     candidates = candidate_rules(text, path, settings, codes, rules, prefilter, project)
+    tree = None
+    if ast_codes is not None:
+        candidates = [r for r in candidates if r.code in ast_codes]
+    elif prefilter and candidates and (incremental or all(r.ast_candidate is not None for r in candidates)):
+        # CPython's tree: cheap next to libcst, it may spare the libcst parse, and the incremental
+        # parser, the single-file project facts and the positions reuse it
+        tree = _ast_parse(text, path)[0]
+        if tree is not None:
+            candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree)
     diagnostics: List[Diagnostic] = []
     if not candidates:
         error = syntax_error(text, path, settings) if "TL001" in codes else None
@@ -130,7 +143,7 @@ def lint_source(
             diagnostics.append(_engine_diagnostic(refused.code, refused.message, path, refused.row, refused.column))
     else:
         try:
-            module = _INCREMENTAL.parse(text) if incremental else cst.parse_module(text)
+            module = _INCREMENTAL.parse(text, tree) if incremental else cst.parse_module(text)
         except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
             error = syntax_error(text, path, settings)
             if error is None:  # valid Python that libcst cannot read
@@ -143,18 +156,19 @@ def lint_source(
                 diagnostics.append(error)
         else:
             if project is None and any(r.uses_project for r in candidates):
-                project = single_file_facts(text, path)
-            diagnostics.extend(check_module(module, text, path, settings, candidates, project))
+                project = single_file_facts(text, path, tree)
+            diagnostics.extend(check_module(module, text, path, settings, candidates, project, tree))
     diagnostics = filter_suppressed(text, diagnostics)
     diagnostics.sort(key=Diagnostic.sort_key)
     return diagnostics
 
 
 def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter: bool = True,
-                    project: Optional[FileFacts] = None) -> List[Type[Rule]]:
+                    project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None) -> List[Type[Rule]]:
     """The enabled rules that apply to this file (target torch version, test code) and whose
     prefilter passes (the wider one where the project index has facts about the file): an
-    empty list means the file need not be parsed by libcst."""
+    empty list means the file need not be parsed by libcst. With CPython's ``tree``, a rule's
+    ``ast_candidate`` must pass too (``astindex.py``)."""
     if rules is None:
         rules = [r for r in all_rules() if r.code in codes]
     version = settings.target_torch_version
@@ -163,56 +177,79 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
     if not prefilter:
         return list(rules)
     with_facts = project is not None and bool(project.digest)
-    return [r for r in rules if r.may_fire(text) or (with_facts and r.may_fire_in_project(text))]
+    by_text = [r for r in rules if r.may_fire(text)]
+    # The ast questions are asked only when they may spare the libcst parse: a rule without one
+    # sends the file to libcst anyway, and running a few more rules on a parsed tree is cheaper
+    # than asking (on transformers the questions cost ~2 s of CPU where nothing was spared).
+    if tree is not None and by_text and all(r.ast_candidate is not None for r in by_text):
+        index = AstIndex(tree, text)
+        by_text = [r for r in by_text if r.ast_candidate(index)]
+    if not with_facts:
+        return by_text
+    kept = set(by_text)
+    return [r for r in rules if r in kept or r.may_fire_in_project(text)]
 
 
-def single_file_facts(text: str, path: str) -> FileFacts:
+def single_file_facts(text: str, path: str, tree: Optional[ast.Module] = None) -> FileFacts:
     """The project facts of a file that is its own project (the API, the editor before the
     project index is built)."""
-    summary = summarize_text(text, path)
+    summary = summarize(tree, path, text) if tree is not None else summarize_text(text, path)
     return ProjectIndex({path: summary}).facts_for(path) if summary is not None else EMPTY_FACTS
 
 
-def first_pass(text: str, path: str, settings) -> Tuple[Optional[dict], Optional[List[Diagnostic]], bool]:
+def first_pass(text: str, path: str, settings):
     """Phase 1 of a project run for one file: (its summary from CPython's ``ast``, its final
-    findings when no rule can fire on it, whether a rule could fire given project facts).
+    findings when no rule can fire on it, whether a rule could fire given project facts, the
+    codes of the rules its text and ast prefilters kept or None).
     Files with final findings never reach libcst unless the project index has facts about them
-    and the last answer is yes. Findings are None when some rule may fire: the file is linted
-    once the project index is built."""
+    and the third answer is yes. Findings are None when some rule may fire: the file is linted
+    once the project index is built, by the rules in the last answer when it has no facts."""
     codes = settings.codes_for_path(path)
     tree, error = _ast_parse(text, path)
     summary = summarize(tree, path, text) if tree is not None else None
-    if candidate_rules(text, path, settings, codes):
-        return summary, None, True
+    kept = candidate_rules(text, path, settings, codes, tree=tree)
+    if kept:
+        return summary, None, True, frozenset(r.code for r in kept)
     rules = [r for r in all_rules() if r.code in codes and r.uses_project]
     with_project = tree is not None and bool(candidate_rules(text, path, settings, codes, rules, True, _ANY_FACTS))
     diagnostics = [error] if error is not None and error.code in codes else []
-    return summary, sorted(filter_suppressed(text, diagnostics), key=Diagnostic.sort_key), with_project
+    return summary, sorted(filter_suppressed(text, diagnostics), key=Diagnostic.sort_key), with_project, None
 
 
 _ANY_FACTS = FileFacts(per_step={"": ("train", "")})  # stands for "the index has facts here"
 
 
 def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]],
-                 project: Optional[FileFacts] = None) -> List[Diagnostic]:
+                 project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None) -> List[Diagnostic]:
     ctx = FileContext(path, text, module, settings, project)
+    tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
+    report = ctx.report
+
+    def report_in_statement(rule, node, message, fix) -> None:
+        count = len(ctx.pending)
+        report(rule, node, message, fix)
+        if len(ctx.pending) > count:
+            tops[id(ctx.pending[-1])] = ctx.ancestors[1] if len(ctx.ancestors) > 1 else node
+
+    ctx.report = report_in_statement  # positions are then generated for those statements only
     walk(module, ctx, [rule(ctx) for rule in rules])
     if not ctx.pending:
         return []
-    positions = Positions(module, text)
-    return [_to_diagnostic(p, positions, module, path, text) for p in ctx.pending]
+    positions = Positions(module, text, tree)
+    return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p))) for p in ctx.pending]
 
 
-def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: str, text: str) -> Diagnostic:
-    start, end = positions.range(p.node)
+def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: str, text: str,
+                   top: Optional[cst.CSTNode] = None) -> Diagnostic:
+    start, end = positions.range(p.node, top)
     rows = {start.row}
     if isinstance(p.statement, cst.SimpleStatementLine):
-        rows.add(positions.range(p.statement)[1].row)
+        rows.add(positions.range(p.statement, top)[1].row)
     else:
         rows.add(end.row)
     fix = None
     if p.fix is not None:
-        edits = tuple(_to_edit(e, positions, module, p.indent) for e in p.fix.edits)
+        edits = tuple(_to_edit(e, positions, module, p.indent, top) for e in p.fix.edits)
         fix = Fix(p.fix.applicability, p.fix.message, tuple(sorted(edits, key=lambda e: e.location)))
     return Diagnostic(
         code=p.rule.code,
@@ -227,13 +264,13 @@ def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: st
     )
 
 
-def _to_edit(edit: NodeEdit, positions, module: cst.Module, indent) -> Edit:
+def _to_edit(edit: NodeEdit, positions, module: cst.Module, indent, top: Optional[cst.CSTNode] = None) -> Edit:
     # A replacement node prints with the indentation of the blocks around the finding.
     content = edit.content if isinstance(edit.content, str) else render_node(module, edit.content, indent)
     if isinstance(edit.node, cst.Module):
         start = end = Location(1, 1)
     else:
-        start, end = positions.range(edit.node)
+        start, end = positions.range(edit.node, top)
     if edit.mode == INSERT_BEFORE:
         return Edit(start, start, content)
     if edit.mode == INSERT_AFTER:

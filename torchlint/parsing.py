@@ -34,10 +34,11 @@ class IncrementalParser:
         self._chunks: "OrderedDict[str, cst.Module]" = OrderedDict()
         self._chars = 0
 
-    def parse(self, text: str) -> cst.Module:
+    def parse(self, text: str, tree: Optional[ast.Module] = None) -> cst.Module:
+        """``tree``: CPython's tree of ``text`` when the caller has it (saves parsing it again)."""
         if len(text) < MIN_INCREMENTAL_CHARS or "\r" in text:
             return cst.parse_module(text)
-        chunks = _split(text)
+        chunks = _split(text, tree)
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
         modules = [self._chunk(chunk) for chunk in chunks]
@@ -57,12 +58,13 @@ class IncrementalParser:
         return module
 
 
-def _split(text: str) -> Optional[List[str]]:
+def _split(text: str, tree: Optional[ast.Module] = None) -> Optional[List[str]]:
     """The text cut at the first line of each top-level statement (decorators included)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
     starts: List[int] = []
     for stmt in tree.body:
         first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])

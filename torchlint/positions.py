@@ -1,4 +1,5 @@
-"""Positions of nodes, computed only for files that have findings.
+"""Positions of nodes, computed only for files that have findings, and only for the top-level
+statements that hold them.
 
 libcst's ``PositionProvider`` runs inside the metadata framework, which visits and rebuilds every
 node (about twice the cost of the parse). The positions themselves come from code generation,
@@ -6,12 +7,20 @@ which is cheap: this codegen state counts characters instead of collecting token
 each node's (start, end) offsets, with the same syntactic ranges as ``PositionProvider``; a
 ``Locator`` on the original text turns offsets into rows and columns (libcst round-trips the
 source exactly).
+
+A file with one finding used to pay the code generation of the whole module. ``Positions`` now
+generates only the top-level statement that holds a node: the statement's first line comes
+from CPython's tree (given by the caller, or parsed here: an order of magnitude cheaper than
+generating a big module), minus the comment and blank lines libcst attaches in front of it. The
+statement's generated length must end exactly where the next statement begins (or where the
+module's footer begins), else the whole module is generated as before.
 """
 
 from __future__ import annotations
 
+import ast
 from contextlib import contextmanager
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # the hook libcst's own providers use
@@ -82,17 +91,112 @@ def _spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
     return state.spans
 
 
-class Positions:
-    """Rows and columns (1-based, end exclusive) of the nodes of one parsed file."""
+def _statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int) -> Tuple[Dict[cst.CSTNode, Span], int]:
+    state = _OffsetState(module)
+    state.offset = start
+    stmt._codegen(state)
+    return state.spans, state.offset
 
-    def __init__(self, module: cst.Module, text: str) -> None:
+
+def _leading_line_count(stmt: cst.CSTNode) -> int:
+    """Lines libcst prints before the line CPython gives as the statement's first."""
+    count = len(getattr(stmt, "leading_lines", ()))
+    decorators = getattr(stmt, "decorators", ())
+    if decorators:
+        count += len(decorators[0].leading_lines)
+    return count
+
+
+def _ast_first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", None)
+    return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
+
+
+class Positions:
+    """Rows and columns (1-based, end exclusive) of the nodes of one parsed file.
+
+    ``tree``: CPython's tree of the same text, when the caller has it. ``range(node, top)``:
+    ``top`` is the top-level statement holding ``node`` when the caller knows it."""
+
+    def __init__(self, module: cst.Module, text: str, tree: Optional[ast.Module] = None) -> None:
         from torchlint.locator import Locator
 
-        self.spans = node_spans(module)
+        self.module = module
+        self.tree = tree
+        self.spans: Dict[cst.CSTNode, Span] = {}
+        self._whole = False
+        self._done: set = set()  # ids of the top-level statements generated
+        self._starts: Optional[List[Optional[int]]] = None
+        self._tops = {id(stmt): i for i, stmt in enumerate(module.body)}
         if not module.has_trailing_newline:  # codegen counted the newline libcst adds, then dropped it
             text += module.default_newline
+        self.text = text
         self.locator = Locator(text)
 
-    def range(self, node: cst.CSTNode):
-        start, end = self.spans[node]
+    def range(self, node: cst.CSTNode, top: Optional[cst.CSTNode] = None):
+        span = self.spans.get(node)
+        if span is None:
+            if top is None and id(node) in self._tops:
+                top = node
+            if top is None or not self._statement(top) or node not in self.spans:
+                self._generate_all()
+            span = self.spans[node]
+        start, end = span
         return self.locator.location(start), self.locator.location(end)
+
+    def _generate_all(self) -> None:
+        if not self._whole:
+            self.spans = node_spans(self.module)
+            self._whole = True
+
+    def _statement(self, stmt: cst.CSTNode) -> bool:
+        """Generate one top-level statement where it starts in the text; False if that cannot
+        be placed for sure."""
+        if self._whole or id(stmt) in self._done:
+            return True
+        index = self._tops.get(id(stmt))
+        starts = self._statement_starts()
+        if index is None or starts is None or starts[index] is None:
+            return False
+        following = starts[index + 1] if index + 1 < len(starts) else self._footer_start()
+        try:
+            spans, end = _statement_spans(self.module, stmt, starts[index])
+        except RecursionError:
+            return False  # the whole module then goes through node_spans' deep-stack path
+        if end != following:
+            return False
+        self.spans.update(spans)
+        self._done.add(id(stmt))
+        return True
+
+    def _footer_start(self) -> int:
+        """Where the module's trailing comment and blank lines begin (the text's end if none)."""
+        state = _OffsetState(self.module)
+        for line in self.module.footer:
+            line._codegen(state)
+        return len(self.text) - state.offset
+
+    def _statement_starts(self) -> Optional[List[Optional[int]]]:
+        """Text offset where each top-level statement's code (its leading comment and blank
+        lines included) begins, from CPython's tree; None when the trees do not line up."""
+        if self._starts is not None:
+            return self._starts or None
+        self._starts = []
+        tree = self.tree
+        if tree is None:
+            try:
+                tree = ast.parse(self.text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+        body, j, starts = tree.body, 0, []
+        line_starts = self.locator.line_starts
+        for stmt in self.module.body:
+            if j >= len(body):
+                return None
+            row = _ast_first_line(body[j]) - _leading_line_count(stmt)
+            starts.append(line_starts[row - 1] if 1 <= row <= len(line_starts) else None)
+            j += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+        if j != len(body):
+            return None
+        self._starts = starts
+        return starts

@@ -71,7 +71,7 @@ def lint_file(path: str, settings: "Settings") -> Tuple[List[Diagnostic], Option
     return lint_text(source, settings)
 
 
-def lint_text(source: SourceFile, settings: "Settings", project=None):
+def lint_text(source: SourceFile, settings: "Settings", project=None, ast_codes=None):
     from torchlint.engine import lint_source
 
     try:
@@ -80,7 +80,7 @@ def lint_text(source: SourceFile, settings: "Settings", project=None):
 
             diagnostics = lint_notebook(source.text, source.path, settings, project=project)
         else:
-            diagnostics = lint_source(source.text, source.path, settings, project=project)
+            diagnostics = lint_source(source.text, source.path, settings, project=project, ast_codes=ast_codes)
     except UnreadableFile as exc:  # not a notebook: TL002 with the reason, never read as Python
         from torchlint.engine import unreadable
 
@@ -111,21 +111,22 @@ def _read_for_cache(path: str, settings: "Settings"):
 
 def _first_pass(path: str, settings: "Settings"):
     """Phase 1 for one file on disk: (path, digest, summary, (final findings or None, whether
-    project facts could make a rule fire), error). Findings are final when the file could not
-    be read or no rule can fire on it; None means it is linted after the project index is built."""
+    project facts could make a rule fire, codes of the rules the ast prefilter kept or None),
+    error). Findings are final when the file could not be read or no rule can fire on it; None
+    means it is linted after the project index is built."""
     from torchlint.engine import first_pass
 
     source, digest, unread = _read_for_cache(path, settings)
     if source is None:
-        return path, digest, None, (unread, False), None
+        return path, digest, None, (unread, False, None), None
     if is_notebook_path(path):  # no summary: the notebook is read as one in phase 3
-        return path, digest, None, (None, False), None
+        return path, digest, None, (None, False, None), None
     try:
-        summary, findings, with_project = first_pass(source.text, path, settings)
+        summary, findings, with_project, ast_codes = first_pass(source.text, path, settings)
     except Exception as exc:  # a bug in the summary must not take the whole run down
         reraise_interrupt(exc)
-        return path, None, None, ([], False), f"{path}: internal error: {exc.__class__.__name__}: {exc}"
-    return path, digest, summary, (findings, with_project), None
+        return path, None, None, ([], False, None), f"{path}: internal error: {exc.__class__.__name__}: {exc}"
+    return path, digest, summary, (findings, with_project, ast_codes), None
 
 
 def _first_pass_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
@@ -136,7 +137,8 @@ def _first_pass_chunk(items: Sequence[Tuple[str, int]]):
     return _first_pass_items(items, _WORKER_SETTINGS)
 
 
-def _lint_for_cache(path: str, settings: "Settings", project=None) -> Tuple[List[Diagnostic], Optional[str], Optional[str]]:
+def _lint_for_cache(path: str, settings: "Settings", project=None,
+                    ast_codes=None) -> Tuple[List[Diagnostic], Optional[str], Optional[str]]:
     """(findings, hash of the exact bytes linted or None if not cacheable, internal error)."""
     from torchlint.cache import file_digest
     from torchlint.engine import unreadable
@@ -152,7 +154,7 @@ def _lint_for_cache(path: str, settings: "Settings", project=None) -> Tuple[List
     except UnreadableFile as exc:
         codes = settings.codes_for_path(path)
         return ([unreadable(path, str(exc))] if "TL002" in codes else []), digest, None
-    diagnostics, _, error = lint_text(source, settings, project)
+    diagnostics, _, error = lint_text(source, settings, project, ast_codes)
     return diagnostics, (None if error else digest), error
 
 
@@ -202,8 +204,8 @@ def quiet_collector():
 
 
 def _lint_items(items: Sequence[tuple], settings: Sequence["Settings"]):
-    """Phase 3: lint (path, settings index, project facts) items."""
-    return [(path,) + _lint_for_cache(path, settings[index], facts) for path, index, facts in items]
+    """Phase 3: lint (path, settings index, project facts, rules phase 1 kept or None) items."""
+    return [(path,) + _lint_for_cache(path, settings[index], facts, *rest) for path, index, facts, *rest in items]
 
 
 def _lint_chunk(items: Sequence[Tuple[str, int]]):
@@ -268,8 +270,9 @@ def lint_paths(
     jobs = jobs or default_jobs()
     # Phase 1 (only for files whose summary is not cached)
     finished: Dict[str, Tuple[Optional[str], List[Diagnostic], bool]] = {}
+    ast_codes: Dict[str, frozenset] = {}  # the rules phase 1's prefilters kept, per file
     first_items = [(path, index_of[path]) for path in first_todo]
-    for path, digest, summary, (findings, with_project), error in _run(first_items, stats, settings_list, jobs, first=True):
+    for path, digest, summary, (findings, with_project, kept), error in _run(first_items, stats, settings_list, jobs, first=True):
         if error:
             result.errors.append(error)
             finished[path] = (None, [], False)
@@ -281,6 +284,8 @@ def lint_paths(
                 cache.store_summary(path, st, digest, summary)
         if findings is not None:
             finished[path] = (digest, findings, with_project)
+        elif kept is not None:
+            ast_codes[path] = kept
 
     # Phase 2
     from torchlint.project import ProjectIndex
@@ -306,7 +311,8 @@ def lint_paths(
                 result.diagnostics.extend(found)
                 result.cached += 1
                 continue
-        todo.append((path, index_of[path], facts))
+        # the rules phase 1 kept stand only without project facts (they widen the prefilter)
+        todo.append((path, index_of[path], facts, None if facts.digest else ast_codes.get(path)))
 
     # Phase 3
     for path, diagnostics, digest, error in _run(todo, stats, settings_list, jobs, first=False):

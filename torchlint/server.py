@@ -762,5 +762,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    create_server(args.debounce_ms).start_io(FramedReader(sys.stdin.buffer), sys.stdout.buffer)
+    server = create_server(args.debounce_ms)
+    # The workers' collector policy (runner.QUIET_GC_THRESHOLD) for the server's process: every
+    # lint builds ~10^5 acyclic libcst nodes that refcounting frees; with the default thresholds
+    # the cyclic collector re-scans them and the parser's cached statement trees on every edit.
+    import gc
+
+    from torchlint.engine import lint_source  # noqa: F401  (the engine and rules, before freezing)
+    from torchlint.rules import all_rules
+    from torchlint.runner import QUIET_GC_THRESHOLD
+
+    all_rules()
+    gc.freeze()
+    gc.set_threshold(*QUIET_GC_THRESHOLD)
+    server.start_io(FramedReader(sys.stdin.buffer), sys.stdout.buffer)
     return 0

@@ -7,11 +7,12 @@ prefilter), its fix safety and its options all sit at the top, and its ``visit_<
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Pattern, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Optional, Pattern, Tuple, Union
 
 import libcst as cst
 
 if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.astindex import AstIndex
     from torchlint.context import FileContext, FixSpec
 
 
@@ -52,6 +53,12 @@ class Rule:
     #: The prefilter for a file the project index has facts about (None: ``requires``): a
     #: helper that runs every step needs no training loop of its own.
     project_requires: ClassVar[Optional[Tuple[Tuple[Union[str, Pattern[str]], ...], ...]]] = None
+    #: The ast-level prefilter, asked only when ``requires`` passes (``torchlint/astindex.py``):
+    #: a function of the file's ``AstIndex`` (CPython's tree, built in phase 1 anyway) saying
+    #: whether the file holds a real candidate site (a `DataLoader` call, a factory call moved at
+    #: once...), not just the words in a comment or docstring. Must be sound: False only when
+    #: the rule cannot fire. None: ``requires`` alone decides.
+    ast_candidate: ClassVar[Optional[Callable[["AstIndex"], bool]]] = None
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx

@@ -132,6 +132,8 @@ class ConvBiasBeforeBatchNorm(Rule):
         "subtracts the per-channel mean); pass `bias=False` when the norm is a BatchNorm."
     )
     requires = ((conv_may_have_bias,), (batchnorm_may_be_used,))
+    ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True) and index.called(
+        *(f"{lazy}Conv{kind}{n}d" for lazy in ("", "Lazy") for kind in ("", "Transpose") for n in "123")))
     fix_applicability = UNSAFE
 
     def __init__(self, ctx) -> None:

@@ -67,6 +67,7 @@ class DataLoaderNumWorkers(Rule):
         "set `num_workers` > 0 to load in background worker processes."
     )
     requires = (("DataLoader",),)
+    ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
     fix_applicability = UNSAFE
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -172,6 +173,7 @@ class DataLoaderPinMemory(Rule):
         "`pin_memory=True` makes the copy faster and lets `non_blocking=True` overlap it."
     )
     requires = (("DataLoader",),)
+    ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
     fix_applicability = SAFE
     uses_project = True
 

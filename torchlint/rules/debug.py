@@ -108,6 +108,7 @@ class DebugToolLeftOn(Rule):
     summary = "Autograd anomaly detection or the legacy autograd profiler is left switched on."
     message = _MESSAGES[DETECT_ANOMALY]
     requires = (("detect_anomaly", "profile", "emit_nvtx"),)
+    ast_candidate = staticmethod(lambda index: index.mentions("detect_anomaly", "profile", "emit_nvtx", substring=True))
     fix_applicability = "unsafe"
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -196,6 +196,8 @@ class HostSyncInLoop(Rule):
     # `.backward()` / `.step()` (see analysis.is_training_loop).
     # (explicit syncs need `.item()`/`.cpu()`/..., implicit ones only Python syntax: no token)
     requires = ((mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),)
+    ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True)
+                                 or bool(index.method_calls("backward", "step")))
     # ... or any file the project index says has functions that run every step.
     project_requires = ()
 

@@ -47,6 +47,7 @@ class EmptyCache(Rule):
         "already frees its cache before reporting out of memory."
     )
     requires = (("empty_cache",),)
+    ast_candidate = staticmethod(lambda index: index.called("empty_cache"))
     uses_project = True
     fix_applicability = "unsafe"
 

@@ -27,6 +27,7 @@ class DataParallel(Rule):
         "use `torch.nn.parallel.DistributedDataParallel` (one process per GPU, e.g. via `torchrun`)."
     )
     requires = (("DataParallel", "data_parallel"),)
+    ast_candidate = staticmethod(lambda index: index.mentions("DataParallel", "data_parallel", substring=True))
     # A project subclass may be used under any name: files the index has facts about are read.
     project_requires = ()
 

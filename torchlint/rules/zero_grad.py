@@ -43,6 +43,8 @@ class ZeroGradSetToNone(Rule):
     )
     # `zero_grad(`, or `.zero_()` on a `.grad` / `.grad.data` (however spaced: see GAP).
     requires = (("zero_",), ("zero_grad", re.compile(rf"grad{GAP}\.{GAP}(?:data{GAP}\.{GAP})?zero_")))
+    ast_candidate = staticmethod(lambda index: index.mentions("zero_grad", substring=True)
+                                 or index.method_calls_on("zero_", ("grad",), ("grad", "data")))
     fix_applicability = UNSAFE
 
     def visit_Call(self, node: cst.Call) -> None:
