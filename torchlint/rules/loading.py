@@ -121,7 +121,7 @@ class DataLoaderPersistentWorkers(_LoaderRule):
             if not has_star_args(node) and self._has_workers(node) and self._not_persistent(node):
                 self.pending.append(_Pending(node, list(self.ctx.ancestors)))
             return
-        if node.args and enclosing_loops(self.ctx):
+        if enclosing_loops(self.ctx):
             self.calls_in_loops.append((node, list(self.ctx.ancestors)))
 
     def visit_For(self, node: cst.For) -> None:
