@@ -204,10 +204,10 @@ class HostSyncInLoop(Rule):
     # -- implicit syncs: Python asking a device tensor for a value --------------------------------
     def visit_If(self, node: cst.If) -> None:
         if not _only_control_flow(node.body):  # `if torch.isnan(loss): continue` decides the step
-            self._check_implicit(node.test, "`if` on a device tensor")
+            self._check_implicit(node.test, "`if` on a device tensor", self._on_device)
 
     def visit_While(self, node: cst.While) -> None:
-        self._check_implicit(node.test, "`while` on a device tensor")
+        self._check_implicit(node.test, "`while` on a device tensor", self._on_device)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         parent = self.ctx.parent
@@ -215,16 +215,15 @@ class HostSyncInLoop(Rule):
             return  # `t[mask] = 0` writes in place: no sync
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             mask = node.slice[0].slice.value
-            if self._device_mask(mask, set()):
-                self._check_implicit(node, "Boolean-mask indexing of a device tensor", value=False)
+            self._check_implicit(node, "Boolean-mask indexing of a device tensor",
+                                 lambda _: self._device_mask(mask, set()))
 
-    def _check_implicit(self, node: cst.BaseExpression, what: str, *, value: bool = True) -> None:
-        """Report ``what`` at ``value`` when it is known to be on the device (``value=False``:
-        the caller has proved that) and the code runs every training step."""
-        if value and not self._on_device(node):
-            return
+    def _check_implicit(self, node: cst.BaseExpression, what: str, on_device) -> None:
+        """Report ``what`` at ``node`` when the code runs every training step and
+        ``on_device(node)`` proves the value lives on the device (asked second: the data-flow
+        model is built only for code that runs every step)."""
         where = self._step_context(node)
-        if where is not None:
+        if where is not None and on_device(node):
             self.report(node, self._implicit_template.format(what=what, where=where))
 
     def _implicit_call(self, node: cst.Call) -> bool:
@@ -238,21 +237,25 @@ class HostSyncInLoop(Rule):
                 shown = [a for a in args if not isinstance(a, cst.SimpleString)]
                 shown += [p.expression for a in args if isinstance(a, cst.FormattedString)
                           for p in a.parts if isinstance(p, cst.FormattedStringExpression)]
-                if any(self._on_device(a) for a in shown if not isinstance(a, cst.FormattedString)):
-                    self._check_implicit(node, "`print` of a device tensor", value=False)
+                self._check_implicit(node, "`print` of a device tensor", lambda _: any(
+                    self._on_device(a) for a in shown if not isinstance(a, cst.FormattedString)))
                 return True
             if func.value == "sum" and (not args or isinstance(args[0], (cst.Call, cst.GeneratorExp, cst.List, cst.Tuple))):
                 return True  # sum(losses.values()): tensor additions on the device, no sync
-            if len(args) == 1 and self._on_device(args[0]):
-                self._check_implicit(node, f"`{func.value}()` of a device tensor", value=False)
+            if len(args) == 1:
+                self._check_implicit(node, f"`{func.value}()` of a device tensor", lambda _: self._on_device(args[0]))
             return True
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("nonzero", "masked_select", "argwhere")):
+            return False
         name = self.ctx.resolve_call(node)
-        if name in ("torch.nonzero", "torch.masked_select", "torch.argwhere") and args and self._on_device(args[0]):
-            self._check_implicit(node, f"`{name}` (its output size depends on the data)", value=False)
+        if name in ("torch.nonzero", "torch.masked_select", "torch.argwhere"):
+            if args:
+                self._check_implicit(node, f"`{name}` (its output size depends on the data)",
+                                     lambda _: self._on_device(args[0]))
             return True
-        mc = method_call(node)
-        if mc is not None and mc[1] in ("nonzero", "argwhere") and self._on_device(mc[0]):
-            self._check_implicit(node, f"`.{mc[1]}()` (its output size depends on the data)", value=False)
+        if func.attr.value != "masked_select":  # t.nonzero() / t.argwhere()
+            self._check_implicit(node, f"`.{func.attr.value}()` (its output size depends on the data)",
+                                 lambda _: self._on_device(func.value))
             return True
         return False
 
