@@ -102,7 +102,7 @@ class FileContext:
         """Scopes, bindings and data flow of the file (built on the first question)."""
         model = self._semantic
         if model is None:
-            model = self._semantic = SemanticModel(self.module, self.imports)
+            model = self._semantic = SemanticModel(self.module, self.imports, lambda: self.ancestors)
         return model
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:

@@ -86,15 +86,24 @@ class Binding:
 
 
 class Scope:
-    __slots__ = ("node", "parent", "bindings", "globals", "attributes")
+    __slots__ = ("node", "parent", "bindings", "globals", "_attributes", "methods")
 
     def __init__(self, node: cst.CSTNode, parent: Optional["Scope"]) -> None:
         self.node = node
         self.parent = parent
         self.bindings: Dict[str, List[Binding]] = {}
         self.globals: Set[str] = set()  # `global x` / `nonlocal x`: binds elsewhere
-        #: For classes: ``self.<attr>`` bindings made in the class's methods.
-        self.attributes: Dict[str, List[Binding]] = {}
+        self._attributes: Optional[Dict[str, List[Binding]]] = None
+        self.methods: List[cst.FunctionDef] = []  # for classes
+
+    @property
+    def attributes(self) -> Dict[str, List[Binding]]:
+        """For classes: ``self.<attr>`` bindings made in the class's methods (read on first use)."""
+        if self._attributes is None:
+            self._attributes = {}
+            for method in self.methods:
+                _bind_self_attributes(method, self)
+        return self._attributes
 
     @property
     def is_function(self) -> bool:
@@ -119,7 +128,7 @@ class SemanticModel:
     tree; data-flow questions (``lookup``, ``on_host``, ``loader_calls`` ...) build the full model
     of every read and binding once per file."""
 
-    def __init__(self, module: cst.Module, imports: Optional[ImportTable] = None) -> None:
+    def __init__(self, module: cst.Module, imports: Optional[ImportTable] = None, ancestors=None) -> None:
         self.module = module
         self.imports = imports or ImportTable.from_module(module)
         self._scopes: Optional[Dict[int, Scope]] = None
@@ -129,6 +138,11 @@ class SemanticModel:
         self._resolving: Set[int] = set()
         self._statement_bindings: Dict[int, "_ScopeNames"] = {}
         self._chains: Dict[int, Tuple[cst.CSTNode, ...]] = {}
+        #: Function bodies not walked yet: id(def) -> the walk's first stack entry.
+        self._deferred: Dict[int, tuple] = {}
+        self._counter = 0
+        #: Where the rule asking is (``ctx.ancestors``): which waiting body to walk first.
+        self._ancestors = ancestors
         self._top_indexes: Optional[Dict[int, int]] = None
 
     @property
@@ -232,12 +246,31 @@ class SemanticModel:
 
     # -- tier 2: building the full model -------------------------------------------------------
     def _build(self) -> None:
-        counter = 0
+        """The module's own code; the bodies of its functions and methods wait until a question
+        is asked about something inside them (``_ensure``)."""
         module_scope = Scope(self.module, None)
         self._scopes[id(self.module)] = module_scope
+        self._walk([(child, module_scope, ()) for child in reversed(_children(self.module))])
+
+    def _ensure(self, node: cst.CSTNode) -> None:
+        """Build the function body ``node`` sits in, if it is still waiting: the one among the
+        rule's current ancestors (the usual case), else every waiting body."""
+        self.scopes  # noqa: B018 - the module level first
+        if not self._deferred or id(node) in self.scope_of_node:
+            return
+        for ancestor in self._ancestors() if self._ancestors is not None else ():
+            pending = self._deferred.pop(id(ancestor), None)
+            if pending is not None:
+                self._walk([pending])
+                if id(node) in self.scope_of_node:
+                    return
+        while self._deferred:  # a node elsewhere in the file
+            self._walk([self._deferred.popitem()[1]])
+
+    def _walk(self, stack: List[tuple]) -> None:
         # (node, scope, blocks) or a marker (None, bindings, None) that sets their order when popped.
-        stack: List[tuple] = [(child, module_scope, ()) for child in reversed(_children(self.module))]
         owners = self.block_owner
+        counter = self._counter
         while stack:
             node, scope, blocks = stack.pop()
             counter += 1
@@ -260,15 +293,18 @@ class SemanticModel:
                 self.scopes[id(node)] = inner
                 if kind is cst.FunctionDef:
                     self._bind_params(inner, node.params)
-                    self._bind_self_attributes(node, scope)
+                    if isinstance(scope.node, cst.ClassDef):
+                        scope.methods.append(node)
                 # Decorators and defaults are evaluated in the enclosing scope.
                 outer = [*node.decorators]
                 if kind is cst.FunctionDef:
                     outer += [p.default for p in _params(node.params) if p.default is not None]
                 else:
                     outer += [a.value for a in node.bases] + [a.value for a in node.keywords]
-                body = node.body
-                stack.append((body, inner, ()))
+                if kind is cst.FunctionDef and isinstance(scope.node, (cst.Module, cst.ClassDef)):
+                    self._deferred[id(node)] = (node.body, inner, ())  # walked when asked about
+                else:
+                    stack.append((node.body, inner, ()))
                 for child in reversed(outer):
                     stack.append((child, scope, blocks))
                 continue
@@ -367,6 +403,7 @@ class SemanticModel:
                 stack.append((None, pending, None))
             for child in reversed(children):
                 stack.append((child, scope, blocks))
+        self._counter = counter
 
     def _bind(self, scope, name, kind, node, value, statement, blocks, qualified=None) -> Binding:
         binding = Binding(name, kind, node, value, statement, scope, blocks, qualified)
@@ -378,41 +415,15 @@ class SemanticModel:
             b = self._bind(scope, p.name.value, PARAM, p.name, None, p, ())
             b.order = 0
 
-    def _bind_self_attributes(self, method: cst.FunctionDef, class_scope: Scope) -> None:
-        """``self.x = ...`` in a method: an attribute binding of the class."""
-        if not isinstance(class_scope.node, cst.ClassDef):
-            return
-        params = list(method.params.posonly_params) + list(method.params.params)
-        if not params or any(dotted_name(d.decorator) == "staticmethod" for d in method.decorators):
-            return
-        owner = params[0].name.value
-        from torchlint.tree import walk
-
-        for node in walk(method.body, SCOPE_NODES):
-            if isinstance(node, cst.Assign):
-                targets = [(t.target, node.value) for t in node.targets]
-            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-                targets = [(node.target, getattr(node, "value", None) if isinstance(node, cst.AnnAssign) else None)]
-            else:
-                continue
-            for target, value in targets:
-                for inner in _flatten(target):
-                    if (isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name)
-                            and inner.value.value == owner):
-                        single = value if inner is target else None
-                        kind = AUGMENT if isinstance(node, cst.AugAssign) else ASSIGN
-                        class_scope.attributes.setdefault(inner.attr.value, []).append(
-                            Binding(inner.attr.value, kind, inner, single, node, class_scope, (method,)))
-
     # -- scopes -----------------------------------------------------------------------------
     def scope_for(self, node: cst.CSTNode) -> Optional[Scope]:
         """The scope a node sits in (for a scope node: the one it creates)."""
-        self.scopes  # noqa: B018 - builds the full model
+        self._ensure(node)
         found = self.scopes.get(id(node))
         return found if found is not None else self.scope_of_node.get(id(node))
 
     def enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
-        self.scopes  # noqa: B018 - builds the full model
+        self._ensure(node)
         scope = self.scope_of_node.get(id(node))
         while scope is not None:
             if isinstance(scope.node, cst.ClassDef):
@@ -424,7 +435,7 @@ class SemanticModel:
     def lookup(self, name: cst.Name) -> Optional[List[Binding]]:
         """The bindings whose value a read of ``name`` may see; None when no scope binds it
         (a builtin, a star import, or a name this model never saw)."""
-        self.scopes  # noqa: B018 - builds the full model
+        self._ensure(name)
         read = self.reads.get(id(name))
         if read is None:
             return None
@@ -715,6 +726,33 @@ class SemanticModel:
 
         return [n.value for n in walk(function.body, SCOPE_NODES)
                 if isinstance(n, cst.Return) and n.value is not None]
+
+
+def _bind_self_attributes(method: cst.FunctionDef, class_scope: Scope) -> None:
+    """``self.x = ...`` in a method: an attribute binding of the class."""
+    if not isinstance(class_scope.node, cst.ClassDef):
+        return
+    params = list(method.params.posonly_params) + list(method.params.params)
+    if not params or any(dotted_name(d.decorator) == "staticmethod" for d in method.decorators):
+        return
+    owner = params[0].name.value
+    from torchlint.tree import walk
+
+    for node in walk(method.body, SCOPE_NODES):
+        if isinstance(node, cst.Assign):
+            targets = [(t.target, node.value) for t in node.targets]
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets = [(node.target, getattr(node, "value", None) if isinstance(node, cst.AnnAssign) else None)]
+        else:
+            continue
+        for target, value in targets:
+            for inner in _flatten(target):
+                if (isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name)
+                        and inner.value.value == owner):
+                    single = value if inner is target else None
+                    kind = AUGMENT if isinstance(node, cst.AugAssign) else ASSIGN
+                    class_scope._attributes.setdefault(inner.attr.value, []).append(
+                        Binding(inner.attr.value, kind, inner, single, node, class_scope, (method,)))
 
 
 def _params(params: cst.Parameters) -> Iterator[cst.Param]:
