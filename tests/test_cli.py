@@ -185,8 +185,8 @@ def test_pep263_and_bom_are_honoured(project, capsys):
     [
         ("m = nn.DataParallel(m)  # noqa: TL701", True),
         ("m = nn.DataParallel(m)  # noqa:TL701", True),
-        ("m = nn.DataParallel(m)  # noqa: TL101, TL701", True),
-        ("m = nn.DataParallel(m)  # noqa: TL101,TL701", True),
+        ("m = nn.DataParallel(m)  # noqa: E501, TL701", True),
+        ("m = nn.DataParallel(m)  # noqa: E501,TL701", True),
         ("m = nn.DataParallel(m)  # noqa", True),
         ("m = nn.DataParallel(m)  # NOQA", True),
         ("m = nn.DataParallel(m)  # noqa: TL101", False),

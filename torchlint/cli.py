@@ -13,7 +13,11 @@ from torchlint import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUBCOMMANDS = ("check", "rule", "server", "clean")
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "grouped", "junit")
+OUTPUT_FORMATS = (
+    "full", "concise", "json", "json-lines", "sarif", "github", "grouped", "junit",
+    "gitlab", "rdjson", "pylint", "azure",
+)
+COLOR_MODES = ("auto", "always", "never")
 
 
 class UsageError(Exception):
@@ -21,8 +25,32 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """One-line errors; no prefix matching (``--sel`` is not ``--select``, as in ruff)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # one line, exit 2, no usage dump
+        if message.startswith("unrecognized arguments: "):
+            message += _did_you_mean(message.split(": ", 1)[1].split(), list(self._option_string_actions))
         raise UsageError(message)
+
+
+def _did_you_mean(given: Sequence[str], options: Sequence[str]) -> str:
+    """`` (did you mean --select?)`` for the first unknown flag close to a known one."""
+    import difflib
+
+    for arg in given:
+        if not arg.startswith("-"):
+            continue
+        flag = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, [o for o in options if o.startswith("--")], n=1, cutoff=0.6)
+        if not close and flag.startswith("--"):  # a prefix such as --sel: name what it abbreviates
+            close = sorted(o for o in options if o.startswith(flag))[:1]
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def _codes(value: str) -> List[str]:
@@ -53,9 +81,11 @@ def build_check_parser() -> argparse.ArgumentParser:
     files.add_argument("--exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude (replaces the config's exclude)")
     files.add_argument("--extend-exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude in addition")
     files.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named on the command line too")
-    files.add_argument("--stdin-filename", metavar="PATH", help="the name of the file read from stdin")
+    files.add_argument("--stdin-filename", metavar="PATH", help="the name of the file read from stdin (reads stdin when no path is given)")
+    files.add_argument("--show-files", action="store_true", help="list the files that would be linted, then exit")
     cfg = p.add_argument_group("configuration")
-    cfg.add_argument("--config", metavar="PATH", help="use this pyproject.toml instead of discovering one")
+    cfg.add_argument("--config", metavar="PATH", help="use this pyproject.toml or torchlint.toml instead of discovering one")
+    cfg.add_argument("--show-settings", action="store_true", help="print the settings used for the first path (default: .), then exit")
     cfg.add_argument("--isolated", action="store_true", help="ignore all configuration files")
     out = p.add_argument_group("output")
     out.add_argument("--output-format", choices=OUTPUT_FORMATS, default=None, help="report format (default: full)")
@@ -63,6 +93,8 @@ def build_check_parser() -> argparse.ArgumentParser:
     out.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)")
     out.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    out.add_argument("--color", choices=COLOR_MODES, default="auto", help="colour the full format: auto (a terminal; NO_COLOR, CLICOLOR=0, TERM=dumb turn it off), always, never")
+    out.add_argument("--watch", action="store_true", help="re-run whenever a linted file or a config file changes")
     fix = p.add_argument_group("fixes")
     fix.add_argument("--fix", action="store_true", help="apply safe fixes")
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply (or show) unsafe fixes")
@@ -71,6 +103,8 @@ def build_check_parser() -> argparse.ArgumentParser:
     fix.add_argument("--fix-only", action="store_true", help="apply fixes and do not report what remains")
     fix.add_argument("--fixable", type=_codes, action="append", metavar="CODES", help="codes whose fixes may be applied")
     fix.add_argument("--unfixable", type=_codes, action="append", metavar="CODES", help="codes never to fix")
+    fix.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when a fix was applied, even if no finding remains")
+    fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for the current findings")
     perf = p.add_argument_group("performance")
     perf.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes (default: all cores)")
     perf.add_argument("--no-cache", action="store_true", help="do not read or write the results cache")
@@ -78,11 +112,18 @@ def build_check_parser() -> argparse.ArgumentParser:
     return p
 
 
-def use_color(stream) -> bool:
-    if os.environ.get("NO_COLOR"):
+def use_color(stream, mode: str = "auto") -> bool:
+    """``--color``: always / never, or auto: a terminal, unless NO_COLOR (no-color.org),
+    CLICOLOR=0 or TERM=dumb says otherwise; FORCE_COLOR / CLICOLOR_FORCE force it."""
+    if mode != "auto":
+        return mode == "always"
+    env = os.environ
+    if env.get("NO_COLOR"):
         return False
-    if os.environ.get("FORCE_COLOR"):
+    if env.get("FORCE_COLOR") or env.get("CLICOLOR_FORCE", "0") != "0":
         return True
+    if env.get("TERM") == "dumb" or env.get("CLICOLOR") == "0":
+        return False
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
@@ -140,27 +181,63 @@ def _check_output_file(path: str) -> None:
         raise UsageError(f"cannot write report to {path}: not a regular file, terminal or FIFO")
 
 
+def _check_command_word(paths: Sequence[str]) -> None:
+    """``torchlint chek .``: a first path that is a bare word naming nothing on disk is a
+    mistyped command, not a file to report TL002 for."""
+    import re
+
+    word = paths[0] if paths else ""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", word) or os.path.lexists(word):
+        return
+    import difflib
+
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6)
+    hint = f"did you mean `torchlint {close[0]}`?" if close else "commands: " + ", ".join(SUBCOMMANDS)
+    raise UsageError(f"no such file or command: {word!r} ({hint})")
+
+
 def run_check(argv: Sequence[str]) -> int:
     args = build_check_parser().parse_args(list(argv))
-    from torchlint.config import ConfigError, SettingsResolver
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     if args.diff and args.fix_only:
         raise UsageError("--diff and --fix-only cannot be combined")
+    if args.add_noqa and (args.fix or args.diff or args.fix_only):
+        raise UsageError("--add-noqa cannot be combined with --fix, --diff or --fix-only")
+    _check_command_word(args.paths)
+    stdin = "-" in args.paths or (args.stdin_filename is not None and not args.paths)
+    if stdin and len(args.paths) > 1:
+        raise UsageError("'-' (stdin) cannot be combined with other paths")
+    if args.stdin_filename is not None and not stdin:
+        raise UsageError("--stdin-filename names the file read from stdin; give no paths (or '-')")
+    if args.watch and (stdin or args.add_noqa or args.show_settings or args.show_files):
+        raise UsageError("--watch cannot be combined with stdin, --add-noqa, --show-settings or --show-files")
     if args.output_file:
         _check_output_file(args.output_file)
+    if args.watch:
+        return _watch(args)
+    return _run(args, stdin)
+
+
+def _run(args, stdin: bool = False) -> int:
+    from torchlint.config import ConfigError, SettingsResolver
+
     try:
         resolver = SettingsResolver(_overrides(args), config_file=args.config, isolated=args.isolated)
         paths = args.paths or ["."]
-        stdin = "-" in paths
-        if stdin and len(paths) > 1:
-            raise UsageError("'-' (stdin) cannot be combined with other paths")
+        if args.show_settings:
+            return _show_settings(args, resolver, args.stdin_filename if stdin and args.stdin_filename else paths[0])
         if stdin:
             return _run_stdin(args, resolver)
         from torchlint.discovery import discover
 
         files = discover(paths, resolver, force_exclude=args.force_exclude)
+        if args.show_files:
+            _write_report("".join(f"{path}\n" for path in files), args)
+            return EXIT_OK
+        if args.add_noqa:
+            return _add_noqa(files, resolver, args)
         if args.fix or args.diff or args.fix_only:
             from torchlint import fixer
 
@@ -177,6 +254,156 @@ def run_check(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         print(f"torchlint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _watch(args) -> int:
+    """``--watch``: run, then poll the linted files and config files and run again on a change
+    (every ``TORCHLINT_WATCH_INTERVAL`` seconds, default 0.5). Ctrl-C ends it with exit 0."""
+    import time
+
+    interval = float(os.environ.get("TORCHLINT_WATCH_INTERVAL") or 0.5)
+    try:
+        while True:
+            _run(args)
+            sys.stdout.flush()
+            print(f"[{time.strftime('%H:%M:%S')}] Watching for file changes (Ctrl-C to stop).", file=sys.stderr, flush=True)
+            before = _watched_state(args)
+            while _watched_state(args) == before:
+                time.sleep(interval)
+            print(f"[{time.strftime('%H:%M:%S')}] File change detected...", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _watched_state(args) -> dict:
+    """(mtime, size) of every file a run would lint and of every config file that could apply."""
+    from pathlib import Path
+
+    from torchlint.config import STANDALONE_CONFIGS, ConfigError, SettingsResolver
+    from torchlint.discovery import discover
+
+    state: dict = {}
+    folders = set()
+    try:
+        resolver = SettingsResolver(_overrides(args), config_file=args.config, isolated=args.isolated)
+        files = discover(args.paths or ["."], resolver, force_exclude=args.force_exclude)
+    except ConfigError:  # a broken config: watch the config files until it is mended
+        files = []
+    if args.config:
+        files = [*files, args.config]
+    for path in files:
+        folders.add(os.path.dirname(os.path.abspath(path)))
+    cwd = Path.cwd()
+    folders.update(str(p) for p in (cwd, *cwd.parents))
+    for folder in folders:
+        files.extend(os.path.join(folder, name) for name in (*STANDALONE_CONFIGS, "pyproject.toml"))
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        state[path] = (st.st_mtime_ns, st.st_size)
+    return state
+
+
+def _show_settings(args, resolver, path: str) -> int:
+    """``--show-settings``: the settings the first path gets, as TOML (JSON with a json format)."""
+    import json
+
+    settings = resolver.for_path(path)
+    data = {
+        "file": path,
+        "config-file": settings.config_path,
+        "root": os.path.abspath(settings.root),
+        "target-torch-version": ".".join(map(str, settings.target_torch_version)),
+        "preview": settings.preview,
+        "select": list(settings.select),
+        "extend-select": list(settings.extend_select),
+        "ignore": list(settings.ignore),
+        "enabled": sorted(settings.codes_for_path(path)),
+        "per-file-ignores": {glob: list(codes) for glob, codes in settings.per_file_ignores},
+        "exclude": list(settings.exclude),
+        "extend-exclude": list(settings.extend_exclude),
+        "fixable": list(settings.fixable),
+        "unfixable": list(settings.unfixable),
+        "extend-safe-fixes": list(settings.extend_safe_fixes),
+        "extend-unsafe-fixes": list(settings.extend_unsafe_fixes),
+        "respect-gitignore": settings.respect_gitignore,
+        "include-notebooks": settings.include_notebooks,
+        "max-file-size": settings.max_file_size,
+        "cache-dir": settings.cache_dir,
+        "rules": {code: dict(options) for code, options in sorted(settings.rule_options.items())},
+    }
+    if args.output_format in ("json", "json-lines"):
+        _write_report(json.dumps(data, indent=2) + "\n", args)
+        return EXIT_OK
+    lines = [f"# Settings for {path}"]
+    for key, value in data.items():
+        if key in ("file",) or value is None:
+            if value is None:
+                lines.append(f"# {key}: none")
+            continue
+        if isinstance(value, dict):
+            value = "{ " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items()) + " }" if value else "{}"
+        else:
+            value = json.dumps(value)
+        lines.append(f"{key} = {value}")
+    _write_report("\n".join(lines) + "\n", args)
+    return EXIT_OK
+
+
+def _add_noqa(files: Sequence[str], resolver, args) -> int:
+    """``--add-noqa``: lint, then add ``# noqa: CODE`` to the line of each finding; each file is
+    rewritten atomically, only if it has not changed since it was linted (as ``--fix`` does)."""
+    from torchlint.fixer import parse_error, write_if_unchanged
+    from torchlint.runner import lint_paths
+    from torchlint.source import UnreadableFile, decode_source, is_notebook_path, max_file_size, read_bytes
+    from torchlint.suppression import add_noqa
+
+    stamps = {}
+    for path in files:
+        try:
+            st = os.stat(path)
+            stamps[path] = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            pass
+    result = lint_paths(files, resolver, jobs=args.jobs, cache=None)
+    by_path: dict = {}
+    for d in result.diagnostics:
+        by_path.setdefault(d.path, []).append(d)
+    errors = list(result.errors)
+    added_total = changed = 0
+    for path, diagnostics in sorted(by_path.items()):
+        if is_notebook_path(path) or any(d.code == "TL001" for d in diagnostics):
+            continue  # notebooks are not supported; a file that does not parse is left alone
+        settings = resolver.for_path(path)
+        try:
+            data, before = read_bytes(path, max_file_size(settings))
+            source = decode_source(data, path)
+        except UnreadableFile:
+            continue
+        if (before.st_mtime_ns, before.st_size) != stamps.get(path):
+            errors.append(f"{path}: changed while it was linted; file left unchanged")
+            continue
+        text, added = add_noqa(source.text, diagnostics)
+        if not added:
+            continue
+        why = parse_error(text, path, strict=False)
+        if why is not None:  # never expected: a comment at a line end outside strings
+            errors.append(f"{path}: adding noqa comments would break the file ({why}); file left unchanged")
+            continue
+        error = write_if_unchanged(path, data, before, source.encode(text))
+        if error:
+            errors.append(error)
+            continue
+        added_total += added
+        changed += 1
+    for error in errors:
+        print(f"torchlint: error: {error}", file=sys.stderr)
+    if not args.quiet:
+        files_note = f" in {changed} file{'s' if changed != 1 else ''}" if added_total else ""
+        print(f"Added {added_total} noqa directive{'s' if added_total != 1 else ''}{files_note}.", file=sys.stderr)
+    return EXIT_ERROR if errors else EXIT_OK
 
 
 def _run_stdin(args, resolver) -> int:
@@ -218,7 +445,7 @@ def report(result, args, resolver, fixed_note: Optional[str] = None, checked_pat
     context = ReportContext(
         files_checked=result.files_checked,
         sources=result.sources,
-        color=use_color(sys.stdout) and not args.output_file,
+        color=use_color(sys.stdout, args.color) and (not args.output_file or args.color == "always"),
         root=resolver.default.root,
         unsafe_fixes=args.unsafe_fixes,
         output_format=fmt,
@@ -253,6 +480,8 @@ def report(result, args, resolver, fixed_note: Optional[str] = None, checked_pat
     if result.errors:
         return EXIT_ERROR
     if result.diagnostics and not args.exit_zero:
+        return EXIT_FINDINGS
+    if fixed_note and getattr(args, "exit_non_zero_on_fix", False) and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_OK
 

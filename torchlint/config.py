@@ -1,7 +1,9 @@
 """Configuration: ``[tool.torchlint]`` in the nearest ``pyproject.toml``, merged with CLI flags.
 
 Every file gets the settings of the nearest ``pyproject.toml`` above it that has a
-``[tool.torchlint]`` table (or ``--config``); ``--isolated`` ignores config files.
+``[tool.torchlint]`` table, or ``.torchlint.toml`` / ``torchlint.toml`` (top-level keys; in one
+folder ``.torchlint.toml`` > ``torchlint.toml`` > ``pyproject.toml``), or ``--config``;
+``--isolated`` ignores config files.
 
 Unless ``target-torch-version`` is given (config or ``--target-torch-version``), it is the
 lowest torch version the project declares in its dependency files (``dependencies.py``): those in
@@ -380,7 +382,14 @@ def settings_from_pyproject(
     table = tool.get("torchlint") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{path}: tool.torchlint must be a table")
-    settings = settings_from_table(table or {}, str(path), Settings(root=str(path.parent), config_path=str(path)))
+    if is_standalone_config(path, data):  # torchlint.toml: the keys are at the top level
+        table = data
+    try:
+        settings = settings_from_table(table or {}, str(path), Settings(root=str(path.parent), config_path=str(path)))
+    except ConfigError as exc:
+        if table is data:  # name the key as it is spelt in a standalone file
+            raise ConfigError(str(exc).replace("tool.torchlint.", "")) from None
+        raise
     explicit = "target-torch-version" in (table or {}) or (overrides is not None and overrides.target_torch_version is not None)
     if not explicit:
         if declared_version is None:
@@ -391,7 +400,28 @@ def settings_from_pyproject(
     return overrides.apply(settings) if overrides else settings
 
 
+#: Standalone config files, top-level keys, in order of precedence within one folder (ruff's
+#: order: .ruff.toml, ruff.toml, pyproject.toml); any of them beats a pyproject.toml beside it.
+STANDALONE_CONFIGS = (".torchlint.toml", "torchlint.toml")
+
+
+def is_standalone_config(path: Path, data: Mapping[str, Any]) -> bool:
+    """Are ``path``'s settings its top-level keys? Yes for ``torchlint.toml`` /
+    ``.torchlint.toml``, no for ``pyproject.toml``; another name (``--config ci.toml``) is
+    standalone unless it holds a ``[tool.torchlint]`` table."""
+    if path.name in STANDALONE_CONFIGS:
+        return True
+    if path.name == "pyproject.toml":
+        return False
+    tool = data.get("tool")
+    return not (isinstance(tool, dict) and "torchlint" in tool)
+
+
 def _config_in(directory: Path) -> Optional[Path]:
+    for name in STANDALONE_CONFIGS:  # used even when empty: the file says "this folder is configured"
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate
     candidate = directory / "pyproject.toml"
     return candidate if candidate.is_file() and _has_torchlint_table(candidate) else None
 

@@ -158,7 +158,7 @@ def lint_source(
             if project is None and any(r.uses_project for r in candidates):
                 project = single_file_facts(text, path, tree)
             diagnostics.extend(check_module(module, text, path, settings, candidates, project, tree))
-    diagnostics = filter_suppressed(text, diagnostics)
+    diagnostics = filter_suppressed(text, diagnostics, path, codes)  # and TL004 unused-noqa
     diagnostics.sort(key=Diagnostic.sort_key)
     return diagnostics
 
@@ -213,7 +213,7 @@ def first_pass(text: str, path: str, settings):
     rules = [r for r in all_rules() if r.code in codes and r.uses_project]
     with_project = tree is not None and bool(candidate_rules(text, path, settings, codes, rules, True, _ANY_FACTS))
     diagnostics = [error] if error is not None and error.code in codes else []
-    return summary, sorted(filter_suppressed(text, diagnostics), key=Diagnostic.sort_key), with_project, None
+    return summary, sorted(filter_suppressed(text, diagnostics, path, codes), key=Diagnostic.sort_key), with_project, None
 
 
 _ANY_FACTS = FileFacts(per_step={"": ("train", "")})  # stands for "the index has facts here"

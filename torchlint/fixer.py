@@ -522,6 +522,8 @@ def _finish(outcomes: List[FileOutcome], checked_paths: Sequence[str], args, res
             if hidden:
                 note = note[:-1] + f" ({_plural(hidden, 'unsafe fix')} available with --unsafe-fixes)."
             print(note, file=sys.stderr)
+        if not result.errors and total and getattr(args, "exit_non_zero_on_fix", False) and not args.exit_zero:
+            return cli.EXIT_FINDINGS  # --exit-non-zero-on-fix: a file was changed
         return cli.EXIT_ERROR if result.errors else cli.EXIT_OK
 
     note = f"Fixed {_plural(total, 'finding')}." if total else None

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.reporters.paths import display_path
-from torchlint.rules import ENGINE_CODES
+from torchlint.reporters import is_error
 
 
 def escape_data(text: str) -> str:
@@ -22,7 +22,7 @@ def escape_property(text: str) -> str:
 
 
 def level(code: str) -> str:
-    return "error" if code in ENGINE_CODES else "warning"
+    return "error" if is_error(code) else "warning"
 
 
 def annotation(d: Diagnostic, root: str, file_range=None) -> str:

@@ -21,9 +21,9 @@ SRCROOT = "%SRCROOT%"
 
 
 def level(code: str) -> str:
-    from torchlint.rules import ENGINE_CODES
+    from torchlint.reporters import is_error
 
-    return "error" if code in ENGINE_CODES else "warning"
+    return "error" if is_error(code) else "warning"
 
 
 def rule_descriptor(code: str, name: str = "") -> dict:

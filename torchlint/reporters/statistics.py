@@ -1,6 +1,7 @@
 """``--statistics``: how many findings each rule produced and how many of them have a fix.
 
-A table for people; with ``--output-format json`` a JSON list (``json-lines``: one object per
+``fixable`` counts only the fixes ``--fix`` would apply with the flags given. A table for
+people; with ``--output-format json`` a JSON list (``json-lines``: one object per
 line) of ``{"code", "name", "count", "fixable"}``, most frequent first.
 """
 
@@ -9,17 +10,20 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Sequence
 
-from torchlint.diagnostics import Diagnostic
+from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic
 
 HEADER = ("count", "code", "name", "fixable")
 
 
-def counts(diagnostics: Sequence[Diagnostic]) -> List[dict]:
+def counts(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> List[dict]:
+    """Rows per code. ``fixable`` counts the fixes ``--fix`` would apply with the same flags:
+    safe ones, unsafe ones only with ``--unsafe-fixes`` (the ``fixable``/``unfixable`` and
+    ``extend-(un)safe-fixes`` settings are applied to the diagnostics before they get here)."""
     rows: Dict[str, dict] = {}
     for d in diagnostics:
         row = rows.setdefault(d.code, {"code": d.code, "name": d.name, "count": 0, "fixable": 0})
         row["count"] += 1
-        if d.fix is not None:
+        if d.fix is not None and (d.fix.applicability == SAFE or (unsafe_fixes and d.fix.applicability == UNSAFE)):
             row["fixable"] += 1
     return sorted(rows.values(), key=lambda r: (-r["count"], r["code"]))
 
@@ -38,7 +42,7 @@ def render_table(rows: List[dict]) -> str:
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
-    rows = counts(diagnostics)
+    rows = counts(diagnostics, getattr(context, "unsafe_fixes", False))
     fmt = getattr(context, "output_format", None)
     if fmt == "json":
         return json.dumps(rows, indent=2) + "\n"

@@ -29,6 +29,7 @@ ENGINE_CODES = {
     "TL001": ("syntax-error", "The file could not be parsed."),
     "TL002": ("unreadable-file", "The file could not be read or decoded."),
     "TL003": ("too-complex", "The file is nested too deeply or too large to analyse."),
+    "TL004": ("unused-noqa", "A `# noqa` code that suppresses nothing, or names no rule."),
 }
 
 
