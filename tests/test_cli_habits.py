@@ -238,6 +238,7 @@ def test_unused_noqa_judges_only_enabled_codes():
     assert _tl004(text, ignore=["TL004"]) == []
     assert _tl004(text, **{"per-file-ignores": {"train.py": ["TL004"]}}) == []
     assert _tl004("# torchlint: noqa: TL004\n" + text) == []
+    assert _tl004("# torchlint: noqa: TL701\n" + text) == []  # exempted file-wide: not judged
     assert _tl004("x = 1  # noqa: TL406\n") == []  # a preview rule, preview off
     assert len(_tl004("x = 1  # noqa: TL406\n", preview=True)) == 1
 
@@ -304,6 +305,8 @@ def test_add_noqa_command_is_atomic_and_idempotent(project, capsys):
 def test_add_noqa_cannot_be_combined_with_fix(project, capsys):
     code, _, err = run(capsys, "--add-noqa", "--fix", ".")
     assert code == 2 and "--add-noqa cannot be combined" in err
+    code, _, err = run(capsys, "--add-noqa", "-")
+    assert code == 2 and "--add-noqa and --show-files work on files, not stdin" in err
 
 
 # -- --exit-non-zero-on-fix -----------------------------------------------------------------------

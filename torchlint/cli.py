@@ -211,6 +211,8 @@ def run_check(argv: Sequence[str]) -> int:
         raise UsageError("'-' (stdin) cannot be combined with other paths")
     if args.stdin_filename is not None and not stdin:
         raise UsageError("--stdin-filename names the file read from stdin; give no paths (or '-')")
+    if stdin and (args.add_noqa or args.show_files):
+        raise UsageError("--add-noqa and --show-files work on files, not stdin")
     if args.watch and (stdin or args.add_noqa or args.show_settings or args.show_files):
         raise UsageError("--watch cannot be combined with stdin, --add-noqa, --show-settings or --show-files")
     if args.output_file:
