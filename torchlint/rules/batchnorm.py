@@ -131,7 +131,7 @@ class ConvBiasBeforeBatchNorm(Rule):
         "This convolution's bias is cancelled by the BatchNorm that `{param}` defaults to (BatchNorm "
         "subtracts the per-channel mean); pass `bias=False` when the norm is a BatchNorm."
     )
-    requires = ((conv_may_have_bias,), (batchnorm_may_be_used,))
+    requires = (("Conv",), ("BatchNorm",), (conv_may_have_bias,), (batchnorm_may_be_used,))  # cheap tokens first
     ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True) and index.called(
         *(f"{lazy}Conv{kind}{n}d" for lazy in ("", "Lazy") for kind in ("", "Transpose") for n in "123")))
     fix_applicability = UNSAFE

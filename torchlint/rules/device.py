@@ -38,8 +38,6 @@ from torchlint.torch_api import (
 MOVE_CALL = re.compile(rf"\.{GAP}(?:to|cuda){GAP}\(")
 # ... right after the closing bracket of a call (see `factory_then_move`).
 _CALL_THEN_MOVE = re.compile(rf"\){GAP}\.{GAP}(?:to|cuda){GAP}\(")
-# ... right after a name (`eye.cuda()`), and a constructor call anywhere (`eye = torch.eye(3)`).
-_NAME_THEN_MOVE = re.compile(rf"(?<![\w.])([A-Za-z_]\w*){GAP}\)*{GAP}\.{GAP}(?:to|cuda){GAP}\(")
 _FACTORY_NAMES = frozenset(DEVICE_FACTORIES)
 
 _CLOSE = {")": "(", "]": "[", "}": "{"}
@@ -115,35 +113,61 @@ def factory_then_move(text: str) -> bool:
             close = j
     if _FACTORY_CALL.search(text) is None and _RANGE_FROM_TORCH.search(text) is None:
         return False
-    moved = {m.group(1) for m in _NAME_THEN_MOVE.finditer(text)}
-    return any(_bound_to_constructor(text, name) for name in moved)
+    targets = _constructor_targets(text)
+    return any(_bound_to_constructor(text, name, targets) for name in _moved_names(text))
+
+
+def _moved_names(text: str) -> set:
+    """The names ``x`` of every ``x.to(`` / ``x.cuda(`` / ``(x).cuda(`` in the text."""
+    names = set()
+    for match in MOVE_CALL.finditer(text):
+        i = match.start() - 1
+        while i >= 0 and (text[i] in " \t\r\n\\)"):
+            i -= 1
+        end = i + 1
+        while i >= 0 and (text[i].isalnum() or text[i] == "_"):
+            i -= 1
+        name = text[i + 1:end]
+        if name and not name[0].isdigit() and (i < 0 or text[i] != "."):
+            names.add(name)
+    return names
 
 
 _ASSIGNS = re.compile(r"(?<![=!<>:])=(?!=)|:=")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_CONTINUES = tuple("([{,\\=")
 
 
-def _bound_to_constructor(text: str, name: str) -> bool:
-    """Could ``name`` be assigned a constructor's result? Some statement where it is followed by
-    ``=``, ``:``, ``,`` or a closing bracket (a target, maybe in an unpacking) has an assignment
-    and a constructor call after it, on its line or the lines its brackets continue over."""
-    for match in re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w){GAP}(?=[=:,)\]])", text):
-        start = match.end()
-        end = text.find("\n", start)
-        depth = 0
-        while True:
-            end = len(text) if end == -1 else end
-            segment = text[start:end]
-            depth = sum(segment.count(c) for c in "([{") - sum(segment.count(c) for c in ")]}")
-            if depth <= 0 or end >= len(text) or end - start > 4000:
-                break
-            end = text.find("\n", end + 1)
-        if not _ASSIGNS.search(segment):
+def _constructor_targets(text: str) -> set:
+    """Names that some statement calling a constructor (without ``device=`` and the like) may
+    assign: every identifier before the statement's last ``=``/``:=`` ahead of the call. The
+    statement starts at the call's line, or earlier while the line above ends in a bracket, a
+    comma, ``=`` or a backslash."""
+    names: set = set()
+    for call in _FACTORY_CALL.finditer(text):
+        if not _may_build_on_host(text, call.end()):
             continue
-        if "range" in segment and _RANGE_FROM_TORCH.search(text):
-            return True
-        if any(_may_build_on_host(text, start + call.end()) for call in _FACTORY_CALL.finditer(segment)):
-            return True
-    return False
+        start = text.rfind("\n", 0, call.start()) + 1
+        for _ in range(20):
+            above = text[text.rfind("\n", 0, max(start - 1, 0)) + 1:max(start - 1, 0)]
+            if start == 0 or not above.split("#", 1)[0].rstrip().endswith(_CONTINUES):
+                break
+            start = text.rfind("\n", 0, start - 1) + 1
+        head = text[start:call.start()]
+        last = None
+        for last in _ASSIGNS.finditer(head):
+            pass
+        if last is not None:
+            names.update(_IDENTIFIER.findall(head[:last.start()]))
+    if _RANGE_FROM_TORCH.search(text):
+        names.add("*")  # `range(` may be torch's: any name may hold it
+    return names
+
+
+def _bound_to_constructor(text: str, name: str, targets: Optional[set] = None) -> bool:
+    """Could ``name`` be assigned a constructor's result? (See ``_constructor_targets``.)"""
+    targets = _constructor_targets(text) if targets is None else targets
+    return name in targets or "*" in targets
 
 
 _ON_PURPOSE_ARG = re.compile(rf"(?:device|out|pin_memory|generator){GAP}=|\*\*")  # _HOST_ON_PURPOSE
@@ -239,6 +263,8 @@ class TensorMovedAfterCreation(Rule):
         receiver = method[0]
         bound = None
         if isinstance(receiver, cst.Name):
+            if receiver.value not in self._names_bound_to_constructors():
+                return  # the cheap text check first: the data-flow model costs a walk of the file
             bound = self._bound_on_host(receiver)
             if bound is None:
                 return
@@ -261,6 +287,15 @@ class TensorMovedAfterCreation(Rule):
         what = f"`{receiver.value}` is created on the CPU" if bound is not None else "Tensor is created on the CPU"
         self.report(node, f"{what} and then copied to the device; create it there directly with `device=`.{self._every_step()}",
                     fix=fix)
+
+    def _names_bound_to_constructors(self) -> frozenset:
+        """Names the text may assign a constructor's result to (the prefilter's test), once per file."""
+        found = getattr(self, "_bound_names", None)
+        if found is None:
+            text = self.ctx.text
+            targets = _constructor_targets(text)
+            found = self._bound_names = frozenset(n for n in _moved_names(text) if _bound_to_constructor(text, n, targets))
+        return found
 
     def _created_on_host(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str, bool]]:
         """(constructor call, its short name, whether host methods follow it) when ``expr`` is a
