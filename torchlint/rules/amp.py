@@ -47,6 +47,10 @@ class LegacyAmpApi(Rule):
     tags = ("deprecation", "mixed-precision")
 
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if last not in self._spellings():
+            return
         name = self.ctx.resolve_call(node)
         entry = LEGACY_AMP.get(name) if name else None
         if entry is None:
@@ -59,6 +63,17 @@ class LegacyAmpApi(Rule):
         new, device, _ = entry
         message = self.message.format(old=name, new=f'{new}("{device}", ...)')
         self.report(node, message, self._fix(node, entry))
+
+    def _spellings(self) -> frozenset:
+        """Callee names that may stand for a legacy class here: its own names, and local names
+        the file imports them under (``from torch.cuda.amp import autocast as ac``)."""
+        def compute():
+            names = {"autocast", "GradScaler"}
+            names.update(local for local, target in self.ctx.imports.aliases.items()
+                         if target.rsplit(".", 1)[-1] in names)
+            return frozenset(names)
+
+        return memo(self.ctx, "legacy_amp_spellings", self.ctx.module, compute)
 
     def _fix(self, node: cst.Call, entry) -> Optional[FixSpec]:
         new, device, positional_names = entry

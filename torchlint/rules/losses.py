@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Set
 
 import libcst as cst
@@ -21,6 +22,27 @@ LOG_SOFTMAX_LOSSES = {
     "torch.nn.NLLLoss": "nll_loss",
 }
 _MAX_DEPTH = 6
+# Cheap gates before the semantic model is asked (its data-flow tier costs a walk of the file),
+# read from the few lines that name a loss module or softmax: names bound to a loss module, names
+# bound on a line that calls softmax, a softmax layer or a returned softmax.
+_TARGET = re.compile(r"\s*(?:[\w.]+\.)?([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
+_SOFTMAX_WORD = re.compile(r"(?<![\w])softmax(?!\w)")
+
+
+def _text_gates(text: str):
+    losses, assigned, layers = set(), set(), "Softmax" in text
+    for line in text.splitlines():
+        if "CrossEntropyLoss" in line or "NLLLoss" in line:
+            m = _TARGET.match(line)
+            if m:
+                losses.add(m.group(1))
+        if "softmax" in line and _SOFTMAX_WORD.search(line):
+            m = _TARGET.match(line)
+            if m:
+                assigned.add(m.group(1))
+            elif line.lstrip().startswith("return"):
+                layers = True
+    return frozenset(losses), frozenset(assigned), layers
 
 
 class SoftmaxBeforeCrossEntropy(Rule):
@@ -49,11 +71,11 @@ class SoftmaxBeforeCrossEntropy(Rule):
     tags = ("correctness",)
 
     def visit_Call(self, node: cst.Call) -> None:
-        loss = self._loss(node)
-        if loss is None:
-            return
         arg = get_arg(node, "input", 0)
-        if arg is None or arg.star or not self._is_softmax(arg.value, set(), 0):
+        if arg is None or arg.star or not node.args or not self._could_be_softmax(arg.value):
+            return
+        loss = self._loss(node)
+        if loss is None or not self._is_softmax(arg.value, set(), 0):
             return
         short = "nll_loss" if loss.endswith(("nll_loss", "NLLLoss")) else "cross_entropy"
         template = self._nll_message if short == "nll_loss" else self.message
@@ -71,6 +93,9 @@ class SoftmaxBeforeCrossEntropy(Rule):
             return name if name in ("torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss") else None
         if not isinstance(func, (cst.Name, cst.Attribute)) or name is not None:
             return None
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value
+        if last not in self._text_facts()[0]:
+            return None  # not a name the file binds to a loss module
         values = self.ctx.semantic.values_of(func)
         if not values or values == [func]:
             return None
@@ -80,6 +105,32 @@ class SoftmaxBeforeCrossEntropy(Rule):
             if only in ("torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss"):
                 return only
         return None
+
+    def _text_facts(self):
+        """(names bound to a loss module, names bound on a softmax line, a softmax layer or a
+        returned softmax in the file), from the text once per file."""
+        facts = self.ctx.analysis_memo.get(("tl407_text", 0))
+        if facts is None:
+            facts = self.ctx.analysis_memo[("tl407_text", 0)] = _text_gates(self.ctx.text)
+        return facts
+
+    def _could_be_softmax(self, node: cst.BaseExpression) -> bool:
+        """A cheap test before the semantic model: could this expression be a softmax output?"""
+        _, assigned, layers = self._text_facts()
+        if isinstance(node, cst.Name):
+            return node.value in assigned or layers
+        if isinstance(node, cst.Attribute):
+            return layers or node.attr.value in assigned
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "softmax":
+                return True
+            if isinstance(func, cst.Call):
+                return True
+            if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                              and func.value.value in ("self", "F", "torch", "nn", "functional")):
+                return True
+        return False
 
     def _module_class(self, value: cst.BaseExpression) -> Optional[str]:
         return self.ctx.semantic.resolve_call(value) if isinstance(value, cst.Call) else None
