@@ -199,3 +199,14 @@ def test_resolve_at_agrees_with_the_full_model():
     """)
     for call in (n for n in walk(module) if isinstance(n, cst.Call)):
         assert sm.resolve_at(call.func, _ancestors(module, call)) == sm.resolve(call.func), cst.Module([]).code_for_node(call)
+
+
+def test_attribute_names_and_keywords_are_not_reads():
+    module, sm = model("""
+        def f(x, cuda):
+            y = x.cuda
+            return g(cuda=1)
+    """)
+    attr = next(n for n in walk(module) if isinstance(n, cst.Attribute)).attr
+    keyword = next(n for n in walk(module) if isinstance(n, cst.Arg) and n.keyword is not None).keyword
+    assert sm.lookup(attr) is None and sm.lookup(keyword) is None

@@ -284,6 +284,10 @@ class SemanticModel:
                 self.reads[id(node)] = _Read(scope, counter, blocks)
                 continue
             pending: List[Binding] = []
+            if kind is cst.Attribute or kind is cst.Arg:
+                # `x.attr` reads x, not a name `attr`; `f(k=v)` reads v, not a name `k`
+                stack.append((node.value, scope, blocks))
+                continue
             children = _children(node)
             if kind is cst.FunctionDef or kind is cst.ClassDef:
                 binding = self._bind(scope, node.name.value, DEF if kind is cst.FunctionDef else CLASS,
