@@ -79,8 +79,8 @@ out = open(sys.argv[1], "wb")
 start = time.perf_counter()
 rc = subprocess.call(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT)
 wall = time.perf_counter() - start
-print(json.dumps({"rc": rc, "wall": wall,
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": rc, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss}))
 """
 
 # The floor: libcst.parse_module of every file, one process.
@@ -212,6 +212,9 @@ class Run:
     wall: float
     maxrss_mb: float
     findings: Optional[int] = None
+    #: CPU seconds of the command's process tree (user + system): steadier than wall time on a
+    #: shared machine, though it counts both cores of a parallel run.
+    cpu: Optional[float] = None
 
 
 @dataclass
@@ -229,6 +232,10 @@ class Corpus:
     def median(self, kind: str) -> Optional[float]:
         runs = self.runs.get(kind)
         return statistics.median(r.wall for r in runs) if runs else None
+
+    def cpu(self, kind: str) -> Optional[float]:
+        runs = [r for r in self.runs.get(kind, []) if r.cpu is not None]
+        return statistics.median(r.cpu for r in runs) if runs else None
 
     def peak(self, kind: str) -> Optional[float]:
         runs = self.runs.get(kind)
@@ -296,7 +303,7 @@ def measure(cmd: List[str], output: Path, env: Optional[dict] = None, cwd: Optio
     data = json.loads(proc.stdout)
     if data["rc"] != 0:
         raise SystemExit(f"bench: {' '.join(cmd)} exited {data['rc']}:\n{output.read_text(errors='replace')[-3000:]}")
-    return Run(data["wall"], data["maxrss_kb"] / 1024)
+    return Run(data["wall"], data["maxrss_kb"] / 1024, cpu=data.get("cpu"))
 
 
 def torchlint_cmd(corpus: Corpus, cache_dir: Path, jobs: Optional[int]) -> List[str]:
@@ -468,13 +475,14 @@ def scaling(corpus: Corpus, work: Path, args) -> List[dict]:
 
 def scaling_table(corpus: Corpus, cases: List[dict]) -> str:
     rows = [f"Scaling on {corpus.name} (cold, no cache):", "",
-            "| case | files | lines | wall s (median) | µs per line | peak RSS MB | findings |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+            "| case | files | lines | wall s (median) | CPU s (median) | CPU µs per line | peak RSS MB | findings |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for case in cases:
         runs = case["runs"]
         wall = statistics.median(r.wall for r in runs)
+        cpu = statistics.median(r.cpu for r in runs)
         rows.append(f"| {case['case']} (n={len(runs)}) | {len(case['files']):,} | {case['lines']:,} | {fmt_s(wall)} "
-                    f"| {wall / case['lines'] * 1e6:.1f} | {fmt_mb(max(r.maxrss_mb for r in runs))} "
+                    f"| {fmt_s(cpu)} | {cpu / case['lines'] * 1e6:.1f} | {fmt_mb(max(r.maxrss_mb for r in runs))} "
                     f"| {runs[-1].findings} |")
     return "\n".join(rows)
 
@@ -527,7 +535,8 @@ def fmt_mb(value: Optional[float]) -> str:
 
 
 def table(corpora: List[Corpus], single: Optional[dict], args) -> str:
-    rows = ["| corpus | files | lines | run | wall s (median) | peak RSS MB | findings |", "|---|---:|---:|---|---:|---:|---:|"]
+    rows = ["| corpus | files | lines | run | wall s (median) | CPU s (median) | peak RSS MB | findings |",
+            "|---|---:|---:|---|---:|---:|---:|---:|"]
     labels = [("cold", "torchlint cold (no cache)"), ("warm", "torchlint warm, nothing changed"),
               ("touched", "torchlint warm, one file touched"), ("floor", "libcst.parse_module floor (1 process)"),
               ("torchfix", "TorchFix 0.7.0"), ("ruff", "ruff check --select ALL --no-cache (silent)"),
@@ -538,8 +547,9 @@ def table(corpora: List[Corpus], single: Optional[dict], args) -> str:
                 continue
             n = len(c.runs[kind])
             found = c.findings(kind)
+            cpu = None if kind == "floor" else c.cpu(kind)  # the floor's wall is its parse loop alone
             rows.append(f"| {c.name} | {len(c.files):,} | {c.lines:,} | {label} (n={n}) | {fmt_s(c.median(kind))} "
-                        f"| {fmt_mb(c.peak(kind))} | {'' if found is None else f'{found:,}'} |")
+                        f"| {fmt_s(cpu)} | {fmt_mb(c.peak(kind))} | {'' if found is None else f'{found:,}'} |")
     rows.append("")
     rows.append("| corpus | TorchFix / torchlint cold | torchlint cold / floor | torchlint cold / ruff "
                 "| torchlint cold / hotpath-ai |")

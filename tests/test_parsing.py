@@ -87,3 +87,21 @@ def test_lint_source_incremental_gives_identical_findings():
     for path in sorted((ROOT / "fixtures").glob("TL*.py")):
         text = path.read_text(encoding="utf-8")
         assert lint_source(text, str(path), Settings(), incremental=True) == lint_source(text, str(path), Settings())
+
+
+def test_large_files_are_parsed_in_chunks_with_identical_findings(monkeypatch):
+    """Batch runs parse files past LARGE_FILE_CHARS one top-level statement at a time (the
+    parser's peak memory is then the largest statement's); findings do not change."""
+    from torchlint import parsing
+    from torchlint.config import Settings
+    from torchlint.engine import lint_source
+
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").glob("TL*.py")))
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("from __future__")) + "\n"
+    whole = lint_source(text, "big.py", Settings())
+    assert whole
+    monkeypatch.setattr(parsing, "LARGE_FILE_CHARS", 1_000)
+    chunks = []
+    monkeypatch.setattr(parsing.IncrementalParser, "_chunk", lambda self, c: chunks.append(c) or cst.parse_module(c))
+    assert lint_source(text, "big.py", Settings()) == whole
+    assert len(chunks) > 10

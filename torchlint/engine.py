@@ -25,7 +25,7 @@ from torchlint.context import (
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import refusal, too_large
-from torchlint.parsing import IncrementalParser
+from torchlint.parsing import IncrementalParser, parse
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
 from torchlint.rules import ENGINE_CODES, all_rules
@@ -143,7 +143,7 @@ def lint_source(
             diagnostics.append(_engine_diagnostic(refused.code, refused.message, path, refused.row, refused.column))
     else:
         try:
-            module = _INCREMENTAL.parse(text, tree) if incremental else cst.parse_module(text)
+            module = _INCREMENTAL.parse(text, tree) if incremental else parse(text)
         except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
             error = syntax_error(text, path, settings)
             if error is None:  # valid Python that libcst cannot read
