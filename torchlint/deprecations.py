@@ -69,9 +69,7 @@ DEPRECATIONS: Dict[str, Deprecation] = {d.name: d for d in (
     _d("torch.nn.utils.stateless.functional_call", (2, 0), None, "torch.func.functional_call",
        pure_args=(4, frozenset({"args", "kwargs", "tie_weights", "strict"})), since=(2, 0)),
     # mixed precision: the device-generic torch.amp since 2.3/2.4
-    _d("torch.cuda.amp.autocast", (2, 4), None, "torch.amp.autocast", "`torch.amp.autocast(\"cuda\", ...)`"),
-    _d("torch.cpu.amp.autocast", (2, 4), None, "torch.amp.autocast", "`torch.amp.autocast(\"cpu\", ...)`"),
-    _d("torch.cuda.amp.GradScaler", (2, 4), None, "torch.amp.GradScaler", "`torch.amp.GradScaler(\"cuda\", ...)`"),
+    # (autocast and GradScaler are TL404 legacy-amp-api's, with its fix; not reported twice)
     _d("torch.cuda.amp.custom_fwd", (2, 4), None, "torch.amp.custom_fwd", "`torch.amp.custom_fwd(device_type=\"cuda\")`"),
     _d("torch.cuda.amp.custom_bwd", (2, 4), None, "torch.amp.custom_bwd", "`torch.amp.custom_bwd(device_type=\"cuda\")`"),
     # functorch was merged into torch.func in 2.0

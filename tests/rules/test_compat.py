@@ -99,9 +99,9 @@ def test_tl903_fix_and_version():
 
 # -- TL904 -------------------------------------------------------------------------------------
 def test_tl904_is_version_aware():
-    source = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"
+    source = "import torch\nf = torch.cuda.amp.custom_fwd(g)\n"
     assert at(source, "TL904", "2.3") == []
-    assert at(source, "TL904", "2.4") == [("TL904", 2, 6)]
+    assert at(source, "TL904", "2.4") == [("TL904", 2, 5)]
 
 
 def test_tl904_message_says_removed_and_how():
