@@ -33,3 +33,15 @@ GRAD_NEEDING_WORDS = frozenset({"autograd", "gradient", "gradients", "grads", "s
                                 "attack", "adversarial", "pgd", "fgsm", "gradcam", "cam"})
 # The last word of a name that holds a model: `model`, `self.net`, `text_encoder`.
 MODEL_WORDS = frozenset({"model", "net", "network", "classifier", "encoder", "decoder", "backbone", "module"})
+# Names that speak of the distributed mode or of a rank's share: `args.distributed`, `world_size`,
+# `local_rank`, `dist.is_initialized()`, `num_replicas`.
+DISTRIBUTED_WORDS = frozenset({"distributed", "ddp", "dist", "world", "rank", "ranks", "replicas", "ngpus",
+                               "multiprocessing", "initialized", "shard", "shards", "horovod", "hvd"})
+# Names of timing and benchmarking code: a device sync there is the measurement.
+TIMING_WORDS = frozenset({"time", "timer", "timing", "timed", "timeit", "perf", "counter", "monotonic", "clock",
+                          "tic", "toc", "elapsed", "stopwatch", "duration", "latency", "throughput", "fps",
+                          "speed", "bench", "benchmark", "benchmarking", "measure", "profile", "profiler",
+                          "profiling", "record"})
+# Names of code that runs once, at set-up or load time: `__init__`, `__setstate__`, `load_state_dict`.
+SETUP_WORDS = frozenset({"init", "setstate", "setup", "load", "restore", "build", "create", "configure",
+                         "register", "convert", "prepare", "reset"})

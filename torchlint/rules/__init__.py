@@ -22,6 +22,9 @@ RULE_MODULES = (
     "torchlint.rules.training",
     "torchlint.rules.amp",
     "torchlint.rules.losses",
+    "torchlint.rules.loading",
+    "torchlint.rules.transfer",
+    "torchlint.rules.distributed",
 )
 
 # Codes the engine itself reports; they are not rules (no visitor) but can be selected/ignored.

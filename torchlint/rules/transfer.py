@@ -285,6 +285,7 @@ NUMPY_ANNOTATIONS = frozenset({"numpy.ndarray", "numpy.typing.NDArray"})
 # Methods a data pipeline calls per sample or per batch.
 _DATA_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
 COPYING_CONSTRUCTORS = frozenset({"torch.tensor"} | {f"torch.{t}" for t in LEGACY_TENSOR_TYPES})
+_CONSTRUCTOR_NAMES = frozenset(name.split(".", 1)[1] for name in COPYING_CONSTRUCTORS)
 _NOT_AN_ARRAY = (False, None)
 
 
@@ -317,6 +318,8 @@ class TensorCopyFromNumpy(Rule):
     uses_project = True
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value not in _CONSTRUCTOR_NAMES:
+            return  # cheap: most calls are other methods
         name = self.ctx.resolve_call(node)
         if name not in COPYING_CONSTRUCTORS or has_star_args(node):
             return
@@ -328,6 +331,8 @@ class TensorCopyFromNumpy(Rule):
         device = get_arg(node, "device")
         if device is not None and literal_value(device.value) != "cpu":
             return  # copied to the device either way
+        if not self._runs_often():
+            return
         is_array, dtype = self._numpy_array(data.value, set())
         if not is_array:
             return
@@ -336,8 +341,6 @@ class TensorCopyFromNumpy(Rule):
             target = LEGACY_TENSOR_TYPES[short] if short != "tensor" else self._dtype(wanted.value)
             if target is None or dtype != target:
                 return  # a conversion copies anyway (or the dtypes are not known)
-        if not self._runs_often():
-            return
         self.report(node, self.message.format(call=f"torch.{short}(...)"), fix=self._fix(node, short, data))
 
     def _runs_often(self) -> bool:
@@ -485,14 +488,13 @@ class ScalarTensorOnDevice(Rule):
     uses_project = True
 
     def visit_Call(self, node: cst.Call) -> None:
+        device = get_arg(node, "device")
+        if device is None or isinstance(node.func, cst.Attribute) and node.func.attr.value != "tensor":
+            return  # cheap: most calls are something else
         if self.ctx.resolve_call(node) != "torch.tensor" or has_star_args(node):
             return
         data = get_arg(node, "data", 0)
-        device = get_arg(node, "device")
         if data is None or device is None or not is_accelerator_device(device.value, self.ctx):
-            return
-        kind = self._scalar(data.value, set())
-        if kind is None:
             return
         loops = [l for l in enclosing_loops(self.ctx) if not _runs_once(l)]
         function = enclosing_function(self.ctx)
@@ -508,6 +510,9 @@ class ScalarTensorOnDevice(Rule):
         else:
             return
         if under_periodic_guard(self.ctx, top, node) or _under_nan_branch(self.ctx, top, self.ctx.ancestors):
+            return
+        kind = self._scalar(data.value, set())  # the data-flow model last: it is the costly part
+        if kind is None:
             return
         self.report(node, fix=self._fix(node, data, kind))
 
