@@ -266,7 +266,8 @@ class Session:
                 summaries[path] = summary
             self.summaries, self.project = summaries, ProjectIndex(summaries)
             after = {p: self.project.facts_for(p).digest for p in summaries}
-        return {p for p in set(before) | set(after) if before.get(p) != after.get(p)} | {path}
+        # (the saved file itself is re-linted by did_save already; here only when its facts moved)
+        return {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
 
     def facts_for(self, path: str):
         with self.project_lock:
