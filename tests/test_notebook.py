@@ -364,6 +364,67 @@ def test_folders_include_notebooks_unless_configured_off(tmp_path, capsys):
     assert main(["--no-cache", "--output-format", "concise", str(tmp_path / "nb.ipynb")]) == 1  # named: linted
 
 
+def _tree_with_a_notebook(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "nb.ipynb").write_text(notebook("import torch\nx = torch.zeros(3).cuda()\n"))
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    (tmp_path / "stubs.pyi").write_text("x: int\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("flags, listed", [
+    ([], ["nb.ipynb", "stubs.pyi", "train.py"]),
+    (["--extension", "py,pyi"], ["stubs.pyi", "train.py"]),
+    (["--extension", "py", "--extension", ".ipynb"], ["nb.ipynb", "train.py"]),
+    (["--extension", "ipynb"], ["nb.ipynb"]),
+    (["--no-include-notebooks"], ["stubs.pyi", "train.py"]),
+    (["--extension", "PY,pyi,ipynb", "--include-notebooks"], ["nb.ipynb", "stubs.pyi", "train.py"]),
+])
+def test_extension_and_include_notebooks_flags_choose_the_suffixes_found(tmp_path, capsys, monkeypatch, flags, listed):
+    monkeypatch.chdir(_tree_with_a_notebook(tmp_path))
+    assert main(["--isolated", "--show-files", *flags, "."]) == 0
+    assert capsys.readouterr().out.split() == listed
+
+
+def test_flags_override_the_config_key_and_show_in_the_settings(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(_tree_with_a_notebook(tmp_path))
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\ninclude-notebooks = false\n")
+    assert main(["--show-files", "."]) == 0
+    assert capsys.readouterr().out.split() == ["stubs.pyi", "train.py"]
+    assert main(["--show-files", "--include-notebooks", "."]) == 0
+    assert capsys.readouterr().out.split() == ["nb.ipynb", "stubs.pyi", "train.py"]
+    assert main(["--show-settings", "--extension", "ipynb,py", "."]) == 0
+    out = capsys.readouterr().out
+    assert 'extension = ["ipynb", "py"]' in out and "include-notebooks = true" in out
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--extension", "ipy"], "torchlint: error: --extension: unknown extension 'ipy' (expected some of py, pyi, ipynb)"),
+    (["--extension", ","], "torchlint: error: --extension: expected some of py, pyi, ipynb"),
+    (["--extension", "py", "--include-notebooks"],
+     "torchlint: error: --extension py and --include-notebooks disagree; give one of them"),
+])
+def test_bad_extension_flags_are_one_line_errors(tmp_path, capsys, monkeypatch, flags, error):
+    monkeypatch.chdir(_tree_with_a_notebook(tmp_path))
+    assert main(["--isolated", "--no-cache", *flags, "."]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == error and captured.out == ""
+
+
+def test_force_exclude_skips_a_named_notebook_when_notebooks_are_off(tmp_path, capsys, monkeypatch):
+    """pre-commit names every changed file (`torchlint --force-exclude nb.ipynb train.py`)."""
+    monkeypatch.chdir(_tree_with_a_notebook(tmp_path))
+    assert main(["--isolated", "--no-cache", "--output-format", "concise", "--force-exclude",
+                 "--no-include-notebooks", "nb.ipynb", "train.py"]) == 1
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == ["train.py"]
+    assert main(["--isolated", "--no-cache", "--output-format", "concise", "--force-exclude",
+                 "--extension", "ipynb", "nb.ipynb", "train.py"]) == 1
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == ["nb.ipynb"]
+    # without --force-exclude, a named file is always linted
+    assert main(["--isolated", "--no-cache", "--output-format", "concise", "--extension", "py", "nb.ipynb"]) == 1
+    assert capsys.readouterr().out.startswith("nb.ipynb:cell 1:2:5: TL202")
+
+
 def test_stdin_with_a_notebook_filename(monkeypatch, capsys):
     import io
     import sys

@@ -81,6 +81,9 @@ def build_check_parser() -> argparse.ArgumentParser:
     files.add_argument("--exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude (replaces the config's exclude)")
     files.add_argument("--extend-exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude in addition")
     files.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named on the command line too")
+    files.add_argument("--extension", type=_codes, action="append", metavar="EXTS", help="file suffixes to find in folders: some of py,pyi,ipynb (default: all; ipynb left out turns notebooks off)")
+    files.add_argument("--include-notebooks", action="store_true", default=None, help="find .ipynb notebooks in folders (the default)")
+    files.add_argument("--no-include-notebooks", dest="include_notebooks", action="store_false", help="do not find .ipynb notebooks in folders")
     files.add_argument("--stdin-filename", metavar="PATH", help="the name of the file read from stdin (reads stdin when no path is given)")
     files.add_argument("--show-files", action="store_true", help="list the files that would be linted, then exit")
     cfg = p.add_argument_group("configuration")
@@ -141,6 +144,8 @@ def _overrides(args):
         fixable=_extend(args.fixable),
         unfixable=_extend(args.unfixable),
         preview=args.preview,
+        extension=_extend(args.extension),
+        include_notebooks=args.include_notebooks,
     )
 
 
@@ -332,6 +337,7 @@ def _show_settings(args, resolver, path: str) -> int:
         "extend-unsafe-fixes": list(settings.extend_unsafe_fixes),
         "respect-gitignore": settings.respect_gitignore,
         "include-notebooks": settings.include_notebooks,
+        "extension": [suffix.lstrip(".") for suffix in settings.lint_suffixes],
         "max-file-size": settings.max_file_size,
         "cache-dir": settings.cache_dir,
         "rules": {code: dict(options) for code, options in sorted(settings.rule_options.items())},

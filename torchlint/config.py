@@ -160,6 +160,9 @@ class Settings:
     respect_gitignore: bool = True
     #: Folders' ``*.ipynb`` files are linted too (docs/notebooks.md).
     include_notebooks: bool = True
+    #: ``--extension``: the suffixes folders are searched for, without dots; None: py, pyi and,
+    #: with ``include_notebooks``, ipynb.
+    extensions: Optional[Tuple[str, ...]] = None
     cache_dir: Optional[str] = None
     #: Larger files are not read (TL002); 0 means no limit. See source.read_bytes.
     max_file_size: int = 10 * 1024 * 1024
@@ -171,6 +174,13 @@ class Settings:
 
     def __hash__(self) -> int:
         return hash(self.fingerprint)
+
+    @property
+    def lint_suffixes(self) -> Tuple[str, ...]:
+        """The file suffixes folder discovery picks (``.py``, ``.pyi``, ``.ipynb``)."""
+        if self.extensions is not None:
+            return tuple("." + e for e in self.extensions)
+        return (".py", ".pyi", ".ipynb") if self.include_notebooks else (".py", ".pyi")
 
     @cached_property
     def enabled_codes(self) -> FrozenSet[str]:
@@ -329,9 +339,15 @@ class CliOverrides:
     fixable: Optional[Sequence[str]] = None
     unfixable: Optional[Sequence[str]] = None
     preview: Optional[bool] = None
+    extension: Optional[Sequence[str]] = None  # "py", "pyi", "ipynb" (a leading dot is allowed)
+    include_notebooks: Optional[bool] = None
 
     def apply(self, settings: Settings) -> Settings:
         changes: Dict[str, Any] = {}
+        if self.extension is not None:
+            changes.update(_extension_changes(self.extension, self.include_notebooks))
+        elif self.include_notebooks is not None:
+            changes["include_notebooks"] = self.include_notebooks
         if self.select is not None:
             expand_codes(self.select, "--select")
             changes["select"] = tuple(self.select)
@@ -367,6 +383,27 @@ class CliOverrides:
         if self.preview is not None:
             changes["preview"] = self.preview
         return replace(settings, **changes) if changes else settings
+
+
+#: What ``--extension`` accepts: the suffixes torchlint can read.
+LINTABLE_EXTENSIONS = ("py", "pyi", "ipynb")
+
+
+def _extension_changes(given: Sequence[str], include_notebooks: Optional[bool]) -> Dict[str, Any]:
+    extensions: List[str] = []
+    for item in given:
+        ext = item.strip().lstrip(".").lower()
+        if ext not in LINTABLE_EXTENSIONS:
+            raise ConfigError(f"--extension: unknown extension {item!r} (expected some of {', '.join(LINTABLE_EXTENSIONS)})")
+        if ext not in extensions:
+            extensions.append(ext)
+    if not extensions:
+        raise ConfigError(f"--extension: expected some of {', '.join(LINTABLE_EXTENSIONS)}")
+    notebooks = "ipynb" in extensions
+    if include_notebooks is not None and include_notebooks != notebooks:
+        flag = "--include-notebooks" if include_notebooks else "--no-include-notebooks"
+        raise ConfigError(f"--extension {','.join(extensions)} and {flag} disagree; give one of them")
+    return {"extensions": tuple(extensions), "include_notebooks": notebooks}
 
 
 def settings_from_pyproject(

@@ -24,7 +24,8 @@ DEFAULT_EXCLUDES = frozenset({
     "site-packages", "_build", "buck-out", ".ipynb_checkpoints", ".direnv", "__pypackages__",
 })
 PY_SUFFIXES = (".py", ".pyi")
-#: Also linted, unless ``include-notebooks = false`` (docs/notebooks.md).
+#: Also linted, unless ``include-notebooks = false`` or ``--extension`` leaves ipynb out
+#: (``Settings.lint_suffixes``; docs/notebooks.md).
 NOTEBOOK_SUFFIXES = (".ipynb",)
 
 
@@ -158,7 +159,7 @@ def discover(
             dirs[:] = kept
             if any(f.startswith(".torchlint-") for f in files):
                 reap_stale(root, files)
-            suffixes = PY_SUFFIXES + NOTEBOOK_SUFFIXES if settings.include_notebooks else PY_SUFFIXES
+            suffixes = settings.lint_suffixes
             for f in sorted(files):
                 if not f.endswith(suffixes):
                     continue
@@ -176,5 +177,9 @@ def discover(
 def _explicit_excluded(path: str, resolver: SettingsResolver) -> bool:
     settings = resolver.for_path(path)
     if settings.is_excluded(path):
+        return True
+    # pre-commit names every changed file: a suffix left out (``include-notebooks = false``,
+    # ``--extension py``) is skipped, as in a folder; a name without a known suffix is linted.
+    if path.endswith(PY_SUFFIXES + NOTEBOOK_SUFFIXES) and not path.endswith(settings.lint_suffixes):
         return True
     return any(part in DEFAULT_EXCLUDES for part in Path(path).parts[:-1])
