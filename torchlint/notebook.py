@@ -609,9 +609,11 @@ def _broken_cell_errors(program: Program, path: str, settings) -> List[Diagnosti
 
 # -- fix ------------------------------------------------------------------------------------------
 
-def fix_notebook(raw: str, path: str, settings, *, unsafe: bool = False):
+def fix_notebook(raw: str, path: str, settings, *, unsafe: bool = False, only_cell: Optional[int] = None):
     """``fixer.fix_text`` for a notebook: apply fixes cell by cell until none applies; the result's
-    ``text`` is the notebook JSON with only the edited cells' ``source`` replaced."""
+    ``text`` is the notebook JSON with only the edited cells' ``source`` replaced. ``only_cell``:
+    fix only the findings in that cell (an editor's per-cell fix-all; an import such a fix adds
+    may still go to another cell)."""
     from torchlint import fixer
 
     nb = parse_notebook(raw, path)
@@ -626,6 +628,8 @@ def fix_notebook(raw: str, path: str, settings, *, unsafe: bool = False):
 
     def lint(program: Program) -> List[Diagnostic]:
         found = fixer.effective_fixes(_lint_program(program, path, settings), settings)
+        if only_cell is not None:
+            found = [d if d.fix is None or _cell_number(program, d) == only_cell else replace(d, fix=None) for d in found]
         return [_fit_fix(program, d, refused) for d in found]
 
     diagnostics = lint(program)
@@ -673,6 +677,11 @@ def fix_notebook(raw: str, path: str, settings, *, unsafe: bool = False):
     result.text = render(nb, changed)
     result.remaining = to_cells(program, diagnostics, path, settings)
     return result
+
+
+def _cell_number(program: Program, d: Diagnostic) -> Optional[int]:
+    cell = program.cell_at(program.locator.offset(d.location))
+    return cell.number if cell is not None else None
 
 
 def _original_source(nb: Notebook, number: int) -> str:
@@ -919,7 +928,7 @@ def lint_for_editor(text: str, path: str, settings) -> List[Diagnostic]:
     program = program_of(nb)
     json_map = JsonMap(text)
     out = []
-    for d in to_cells(program, _lint_program(program, path, settings, incremental=True), path, settings):
+    for d in _lint_fitted(program, path, settings):
         start = json_map.location(d.cell, d.location) or Location(1, 1)
         end = json_map.location(d.cell, d.end_location) or start
         fix = None
@@ -929,6 +938,42 @@ def lint_for_editor(text: str, path: str, settings) -> List[Diagnostic]:
                 fix = replace(d.fix, edits=(_whole_change(json_map.locator, text, new),))
         out.append(replace(d, location=start, end_location=max(start, end), fix=fix, noqa_row=None, noqa_rows=()))
     return out
+
+
+def _lint_fitted(program: Program, path: str, settings) -> List[Diagnostic]:
+    """Findings in cells, with fixes made to fit the notebook as ``--fix`` does (``_fit_fix``)."""
+    found = _lint_program(program, path, settings, incremental=True)
+    return to_cells(program, [_fit_fix(program, d, set()) for d in found], path, settings)
+
+
+def lint_cells(cells: Sequence[Tuple[str, str]], path: str, settings) -> List[Diagnostic]:
+    """Findings for a notebook an editor holds as cells, ``(cell_type, source)`` in order (LSP
+    notebook documents): the code cells are one program, as in a file; positions and fix edits
+    are cell-relative and name their cell (numbered from 1 over every cell given)."""
+    program = build_program([(n, source) for n, (kind, source) in enumerate(cells, 1) if kind == "code"])
+    return _lint_fitted(program, path, settings)
+
+
+def cells_json(cells: Sequence[Tuple[str, str]]) -> str:
+    """A minimal nbformat 4 notebook holding ``cells`` (``(cell_type, source)``)."""
+    out = []
+    for kind, source in cells:
+        cell: Dict[str, object] = {"cell_type": kind, "metadata": {}, "source": source}
+        if kind == "code":
+            cell.update(execution_count=None, outputs=[])
+        out.append(cell)
+    return json.dumps({"cells": out, "metadata": {}, "nbformat": 4, "nbformat_minor": 4}, indent=1)
+
+
+def fix_cells(cells: Sequence[Tuple[str, str]], path: str, settings, *, only_cell: Optional[int] = None):
+    """Safe fixes for a notebook held as cells (``lint_cells``), to a fixed point as ``--fix``
+    applies them: cell number -> new source for each changed cell; None when a fix would break
+    the code. ``only_cell``: fix only the findings in that cell."""
+    result = fix_notebook(cells_json(cells), path, settings, only_cell=only_cell)
+    if result.error:
+        return None
+    fixed = parse_notebook(result.text, path)
+    return {c.number: c.source for c in fixed.code_cells if c.source != cells[c.number - 1][1]}
 
 
 def _lint_python_view(text: str, path: str, settings) -> List[Diagnostic]:
