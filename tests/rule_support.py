@@ -1,5 +1,6 @@
-"""Helpers the rule tests share: lint a snippet with one rule selected, apply its fix, run the
-code before and after a fix."""
+"""Helpers the rule tests share: lint a snippet with one rule selected, apply its fix through the
+real fixer (``fixer.fix_text``, as ``torchlint --fix --unsafe-fixes`` does), run the code before
+and after a fix."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import libcst as cst
 
 from torchlint.config import Settings, settings_from_table
 from torchlint.diagnostics import Diagnostic
-from torchlint.edits import apply_edits
 from torchlint.engine import lint_source
+from torchlint.fixer import fix_text
+
+
+def _settings(rule: str) -> Settings:
+    return settings_from_table({"select": [rule]}, "t.toml", Settings())
 
 
 def lint(source: str, path: str = "train.py", *, rule: str) -> List[Diagnostic]:
-    settings = settings_from_table({"select": [rule]}, "t.toml", Settings())
-    return lint_source(textwrap.dedent(source), path, settings)
+    return lint_source(textwrap.dedent(source), path, _settings(rule))
 
 
 def findings(source: str, path: str = "train.py", *, rule: str):
@@ -28,9 +32,11 @@ def fixed(source: str, *, rule: str, applicability: str = "unsafe") -> str:
     diagnostics = lint(source, rule=rule)
     assert len(diagnostics) == 1
     assert diagnostics[0].fix is not None and diagnostics[0].fix.applicability == applicability
-    out = apply_edits(textwrap.dedent(source), diagnostics[0].fix.edits)
-    cst.parse_module(out)
-    return out
+    result = fix_text(textwrap.dedent(source), "train.py", _settings(rule), unsafe=True)
+    assert result.error is None and not result.warnings, result.error or result.warnings
+    assert result.applied == {rule: 1}, f"the fixer applied {dict(result.applied)}"
+    cst.parse_module(result.text)
+    return result.text
 
 
 def fix_and_load(source: str, code: str, path: str = "train.py"):
@@ -38,8 +44,20 @@ def fix_and_load(source: str, code: str, path: str = "train.py"):
     source = textwrap.dedent(source)
     diagnostics = lint(source, path, rule=code)
     assert diagnostics and all(d.fix is not None for d in diagnostics)
-    fixed_text = apply_edits(source, [e for d in diagnostics for e in d.fix.edits])
+    result = fix_text(source, path, _settings(code), unsafe=True)
+    assert result.error is None and not result.warnings, result.error or result.warnings
+    assert sum(result.applied.values()) >= len(diagnostics), f"the fixer applied {dict(result.applied)}"
+    fixed_text = result.text
     before, after = {}, {}
     exec(compile(source, "before.py", "exec"), before)
     exec(compile(fixed_text, "after.py", "exec"), after)
     return before, after, fixed_text
+
+
+def fixer_text(source: str, path: str, settings: Settings) -> str:
+    """``source`` after ``torchlint --fix --unsafe-fixes`` with ``settings``: the real fixer
+    (``fixer.fix_text``: fixes chosen and spliced pass by pass, the result checked to parse)."""
+    result = fix_text(source, path, settings, unsafe=True)
+    assert result.error is None and not result.warnings, result.error or result.warnings
+    assert result.changed, "the fixer changed nothing"
+    return result.text

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from torchlint.config import Settings, settings_from_table  # noqa: E402
 from torchlint.deprecations import DEPRECATIONS  # noqa: E402
-from torchlint.edits import apply_edits  # noqa: E402
+from rule_support import fixer_text  # noqa: E402
 from torchlint.engine import lint_source  # noqa: E402
 
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
@@ -32,7 +32,7 @@ def fix(source: str, code: str, version: str = "2.13", count: int = None) -> str
     assert diagnostics
     if count is not None:
         assert len(diagnostics) == count
-    return apply_edits(source, [e for d in diagnostics for e in d.fix.edits])
+    return fixer_text(source, "program.py", settings)
 
 
 def run(source: str, **names):

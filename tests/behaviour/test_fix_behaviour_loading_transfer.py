@@ -18,7 +18,7 @@ np = pytest.importorskip("numpy")
 
 from torchlint.config import Settings, settings_from_table  # noqa: E402
 from torchlint.diagnostics import SAFE, UNSAFE  # noqa: E402
-from torchlint.edits import apply_edits  # noqa: E402
+from rule_support import fixer_text  # noqa: E402
 from torchlint.engine import lint_source  # noqa: E402
 
 
@@ -31,7 +31,7 @@ def fix(source: str, code: str, applicability: str, count: int = None) -> str:
     assert {d.fix.applicability for d in diagnostics} == {applicability}
     if count is not None:
         assert len(diagnostics) == count
-    return apply_edits(source, [e for d in diagnostics for e in d.fix.edits])
+    return fixer_text(source, "train.py", settings)
 
 
 def run(source: str, **names):

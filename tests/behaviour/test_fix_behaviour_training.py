@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torchlint.config import Settings, settings_from_table  # noqa: E402
-from torchlint.edits import apply_edits  # noqa: E402
+from rule_support import fixer_text  # noqa: E402
 from torchlint.engine import lint_source  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def fix(source: str, code: str, count: int = None, version: str = "2.13") -> str
     assert diagnostics
     if count is not None:
         assert len(diagnostics) == count
-    fixed = apply_edits(source, [e for d in diagnostics for e in d.fix.edits])
+    fixed = fixer_text(source, "program.py", settings)
     assert fixed != source
     return fixed
 
@@ -234,7 +234,7 @@ def test_tl405_graph_not_yet_backpropagated_keeps_its_activations():
     found = lint_source(source, "program.py", settings)
     assert [(d.code, d.location.row) for d in found] == [("TL405", 27)]
     before = run(source)
-    fixed = apply_edits(source, [e for d in found for e in d.fix.edits])
+    fixed = fixer_text(source, "program.py", settings)
     assert "history[step] = (aux + out).detach()" in fixed
     after = run(fixed)
     gc.collect()
