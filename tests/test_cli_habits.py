@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.cli import main, use_color
+from torchlint.cli import main
+from torchlint.commands.usage import use_color
 from torchlint.config import Settings, settings_from_table
 from torchlint.engine import lint_source
 from torchlint.fixer import fix_text

@@ -18,6 +18,7 @@ import pytest
 
 from torchlint import fixer
 from torchlint.cli import main
+from torchlint.commands import fix as fix_command
 from torchlint.config import Settings, settings_from_table
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
@@ -186,7 +187,7 @@ def test_unsafe_fix_only_with_unsafe_flag():
 
 def test_unfixable_code_loses_its_fix():
     s = settings(unfixable=["TL901"])
-    diagnostics = fixer._lint("foo\n", "t.py", s)
+    diagnostics = fixer.lint_for_fix("foo\n", "t.py", s)
     assert [(d.code, d.fix) for d in diagnostics] == [("TL901", None)]
     # TL902 is not fixable, so TL901's result stays; TL903 is not fixable even with --unsafe-fixes.
     assert fix("foo\nqux\n", unsafe=True, fixable=["TL901"]).text == "bar\nqux\n"
@@ -258,7 +259,7 @@ def test_unparseable_fix_leaves_file_untouched_and_fixes_the_others(project, cap
 def test_file_changed_since_read_is_left_alone(project, capsys, monkeypatch):
     path = project / "a.py"
     path.write_text("x = foo\n")
-    real = fixer.fix_text
+    real = fix_command.fix_source
 
     def fix_then_edit(*a, **k):
         result = real(*a, **k)
@@ -267,7 +268,7 @@ def test_file_changed_since_read_is_left_alone(project, capsys, monkeypatch):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         return result
 
-    monkeypatch.setattr(fixer, "fix_text", fix_then_edit)
+    monkeypatch.setattr(fix_command, "fix_source", fix_then_edit)
     code, out, err = run(capsys, "--fix", "a.py")
     assert code == 2
     assert path.read_text() == "x = Foo\n"
@@ -456,7 +457,7 @@ def test_subprocess_python_m_torchlint(project):
     reason="the test rules reach the workers only by fork",
 )
 def test_many_files_through_the_pool_keep_their_order(project, capsys):
-    names = [f"m{i:02d}.py" for i in range(fixer.MIN_FILES_FOR_POOL + 4)]
+    names = [f"m{i:02d}.py" for i in range(fix_command.MIN_FILES_FOR_POOL + 4)]
     for i, name in enumerate(names):
         (project / name).write_text("x = foo\n" + "# pad\n" * (i * 7 % 5))
     code, out, err = run(capsys, "--diff", "--jobs", "2", *names)

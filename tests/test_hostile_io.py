@@ -383,7 +383,7 @@ def test_background_writer_never_loses_an_edit(tmp_path):
     import random
 
     from torchlint.config import SettingsResolver
-    from torchlint.fixer import fix_file
+    from torchlint.commands.fix import fix_file
 
     settings = SettingsResolver(isolated=True).default
     path = tmp_path / "f.py"

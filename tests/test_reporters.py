@@ -50,7 +50,7 @@ def render(fmt, diagnostics=FINDINGS, **context):
 
 
 def test_every_cli_format_is_registered():
-    from torchlint.cli import OUTPUT_FORMATS
+    from torchlint.commands.check import OUTPUT_FORMATS
 
     assert set(OUTPUT_FORMATS) == set(FORMATS)
 

@@ -11,7 +11,8 @@ import re
 import jsonschema
 import pytest
 
-from torchlint.cli import OUTPUT_FORMATS, main
+from torchlint.cli import main
+from torchlint.commands.check import OUTPUT_FORMATS
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.reporters import FORMATS, ReportContext, get_renderer
 

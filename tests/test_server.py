@@ -584,16 +584,13 @@ def fake_rules(tmp_path, monkeypatch):
     registry.rules_by_code.cache_clear()
 
 
-def test_fix_all_fallback_matches_the_fixer(fake_rules, monkeypatch):
+def test_fix_all_applies_the_fixers_safe_fixes_with_the_config(fake_rules):
     from torchlint import server
     from torchlint.config import Settings
 
     text = "y = slow(slow(x))\nz = risky(slow(y))\n"
     expected = "y = fast(fast(x))\nz = risky(fast(y))\n"
-    settings = Settings()
-    assert server.fix_all_text(text, "job.py", settings) == expected
-    monkeypatch.setattr(server, "_fixer", lambda: None)
-    assert server.fix_all_text(text, "job.py", settings) == expected
+    assert server.fix_all_text(text, "job.py", Settings()) == expected
     promoted = Settings(extend_safe_fixes=("TL991",))
     assert server.fix_all_text(text, "job.py", promoted) == "y = fast(fast(x))\nz = careful(fast(y))\n"
     assert server.fix_all_text(text, "job.py", Settings(unfixable=("TL990",))) == text

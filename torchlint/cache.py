@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import stat
 import sys
 import time
@@ -405,41 +404,3 @@ def _prepare_dir(directory: str) -> None:
 
 def open_cache(settings, flag: Optional[str] = None) -> Cache:
     return Cache(resolve_cache_dir(settings, flag))
-
-
-# -- torchlint clean ---------------------------------------------------------------------------
-
-def clean_main(argv) -> int:
-    """``torchlint clean [--cache-dir PATH] [--config PATH] [--isolated]``: remove the cache."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="torchlint clean", description="Remove the results cache.")
-    parser.add_argument("--cache-dir", metavar="PATH", help="the cache folder (default: .torchlint_cache)")
-    parser.add_argument("--config", metavar="PATH", help="the pyproject.toml whose cache-dir to use")
-    parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:
-        return 0 if exc.code == 0 else 2
-    from torchlint.config import ConfigError, SettingsResolver
-
-    try:
-        settings = SettingsResolver(config_file=args.config, isolated=args.isolated).default
-    except ConfigError as exc:
-        print(f"torchlint: error: {exc}", file=sys.stderr)
-        return 2
-    directory = resolve_cache_dir(settings, args.cache_dir)
-    if not os.path.isdir(directory):
-        return 0
-    if not os.path.isfile(os.path.join(directory, "CACHEDIR.TAG")) and os.listdir(directory):
-        # Never delete a folder torchlint did not create (a mistyped --cache-dir).
-        print(f"torchlint: error: {directory} is not a torchlint cache (no CACHEDIR.TAG); not removing it",
-              file=sys.stderr)
-        return 2
-    try:
-        shutil.rmtree(directory)
-    except OSError as exc:
-        print(f"torchlint: error: cannot remove {directory}: {exc}", file=sys.stderr)
-        return 2
-    print(f"Removed {directory}", file=sys.stderr)
-    return 0

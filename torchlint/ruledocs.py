@@ -1,4 +1,5 @@
-"""``torchlint rule CODE``: a rule's documentation in the terminal.
+"""A rule's documentation page: loaded, split into sections, rendered (``torchlint rule CODE``
+in ``commands/rule.py``, the SARIF help, the README check).
 
 ``docs/rules/<CODE>.md`` is the single source of each page. A wheel carries the pages as
 ``torchlint/_docs/<CODE>.md`` (copied there at build time by ``setup.py``); a source checkout or an
@@ -7,10 +8,7 @@ editable install reads them from ``docs/rules/`` beside the package.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -149,16 +147,6 @@ def resolve(code_or_name: str) -> Optional[str]:
     return code_for(candidate.upper() if _CODE.match(candidate.upper()) else candidate)
 
 
-def _parser() -> argparse.ArgumentParser:
-    from torchlint.cli import _Parser
-
-    p = _Parser(prog="torchlint rule", description="Show a rule's documentation.")
-    p.add_argument("rule", nargs="?", metavar="CODE|NAME", help="a rule code (TL701) or name (data-parallel)")
-    p.add_argument("--all", action="store_true", help="show every rule")
-    p.add_argument("--output-format", choices=("text", "json"), default="text")
-    return p
-
-
 def render_text(infos: Sequence[RuleInfo], color: bool, width: Optional[int] = None) -> str:
     import io
 
@@ -181,33 +169,4 @@ def render_text(infos: Sequence[RuleInfo], color: bool, width: Optional[int] = N
     return text
 
 
-def main(argv: Sequence[str]) -> int:
-    from torchlint.cli import EXIT_ERROR, EXIT_OK, use_color
-
-    args = _parser().parse_args(list(argv))
-    if args.all == bool(args.rule):
-        print("torchlint: error: give one rule code or name, or --all", file=sys.stderr)
-        return EXIT_ERROR
-    if args.all:
-        codes = all_codes()
-    else:
-        code = resolve(args.rule)
-        if code is None:
-            print(f"torchlint: error: unknown rule '{args.rule}' (see `torchlint rule --all`)", file=sys.stderr)
-            return EXIT_ERROR
-        codes = [code]
-    infos = [RuleInfo(code) for code in codes]
-    if args.output_format == "json":
-        data = [info.to_json() for info in infos]
-        sys.stdout.write(json.dumps(data if args.all else data[0], indent=2) + "\n")
-    else:
-        import shutil
-
-        color = use_color(sys.stdout)
-        width = shutil.get_terminal_size((100, 24)).columns if color else 100
-        sys.stdout.write(render_text(infos, color, width))
-    sys.stdout.flush()
-    return EXIT_OK
-
-
-__all__ = ["load_doc", "sections", "code_blocks", "RuleInfo", "main", "__version__"]
+__all__ = ["load_doc", "sections", "code_blocks", "RuleInfo", "__version__"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.source import (
@@ -25,8 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # A pool costs ~30 ms to fork and more to feed; below this much work one process is faster.
 MIN_FILES_FOR_POOL = 4
 MIN_BYTES_FOR_POOL = 64 * 1024
-# Files per task: small enough to balance two cores when a few huge files dominate, large
-# enough that the per-task round trip (~0.2 ms) stays negligible.
+# Files per task (see workers.map_chunked).
 MAX_CHUNK = 16
 
 
@@ -58,17 +57,33 @@ class RunResult:
     cached: int = 0
 
 
-def lint_file(path: str, settings: "Settings") -> Tuple[List[Diagnostic], Optional[str], Optional[str]]:
-    """(findings, text if there are findings, internal error) for one file on disk."""
+class FileRead(NamedTuple):
+    """One file on disk as linting and fixing read it (``read_file``)."""
+
+    data: Optional[bytes]  # None: it could not be read
+    stat: Optional[os.stat_result]  # its fstat while read
+    source: Optional[SourceFile]  # None: it could not be read or decoded
+    findings: List[Diagnostic]  # why not (TL002), when TL002 is enabled for it
+
+
+def read_file(path: str, settings: "Settings") -> FileRead:
+    """Read and decode one file (regular files only, at most ``max-file-size``): the one path
+    by which the runner and the fixer read a file and report TL002."""
+    try:
+        data, st = read_bytes(path, max_file_size(settings))
+    except UnreadableFile as exc:
+        return FileRead(None, None, None, unreadable_findings(path, exc, settings))
+    try:
+        return FileRead(data, st, decode_source(data, path), [])
+    except UnreadableFile as exc:
+        return FileRead(data, st, None, unreadable_findings(path, exc, settings))
+
+
+def unreadable_findings(path: str, exc: Exception, settings: "Settings") -> List[Diagnostic]:
+    """[TL002 with the reason], or [] where TL002 is not enabled for ``path``."""
     from torchlint.engine import unreadable
 
-    try:
-        source = read_source(path, max_file_size(settings))
-    except UnreadableFile as exc:
-        if "TL002" in settings.codes_for_path(path):
-            return [unreadable(path, str(exc))], None, None
-        return [], None, None
-    return lint_text(source, settings)
+    return [unreadable(path, str(exc))] if "TL002" in settings.codes_for_path(path) else []
 
 
 def lint_text(source: SourceFile, settings: "Settings", project=None, ast_codes=None):
@@ -82,9 +97,7 @@ def lint_text(source: SourceFile, settings: "Settings", project=None, ast_codes=
         else:
             diagnostics = lint_source(source.text, source.path, settings, project=project, ast_codes=ast_codes)
     except UnreadableFile as exc:  # not a notebook: TL002 with the reason, never read as Python
-        from torchlint.engine import unreadable
-
-        return ([unreadable(source.path, str(exc))] if "TL002" in settings.codes_for_path(source.path) else []), None, None
+        return unreadable_findings(source.path, exc, settings), None, None
     except Exception as exc:  # a rule bug must not take the whole run down
         reraise_interrupt(exc)
         return [], None, f"{source.path}: internal error: {exc.__class__.__name__}: {exc}"
@@ -94,19 +107,10 @@ def lint_text(source: SourceFile, settings: "Settings", project=None, ast_codes=
 def _read_for_cache(path: str, settings: "Settings"):
     """(source, digest, None) or (None, digest or None, findings reporting why it cannot be read)."""
     from torchlint.cache import file_digest
-    from torchlint.engine import unreadable
 
-    try:
-        data, _ = read_bytes(path, max_file_size(settings))  # regular files only, bounded
-    except UnreadableFile as exc:
-        codes = settings.codes_for_path(path)
-        return None, None, ([unreadable(path, str(exc))] if "TL002" in codes else [])
-    digest = file_digest(data, path)
-    try:
-        return decode_source(data, path), digest, None
-    except UnreadableFile as exc:
-        codes = settings.codes_for_path(path)
-        return None, digest, ([unreadable(path, str(exc))] if "TL002" in codes else [])
+    read = read_file(path, settings)
+    digest = file_digest(read.data, path) if read.data is not None else None
+    return read.source, digest, (None if read.source is not None else read.findings)
 
 
 def _first_pass(path: str, settings: "Settings"):
@@ -141,20 +145,12 @@ def _lint_for_cache(path: str, settings: "Settings", project=None,
                     ast_codes=None) -> Tuple[List[Diagnostic], Optional[str], Optional[str]]:
     """(findings, hash of the exact bytes linted or None if not cacheable, internal error)."""
     from torchlint.cache import file_digest
-    from torchlint.engine import unreadable
 
-    try:
-        data, _ = read_bytes(path, max_file_size(settings))  # regular files only, bounded
-    except UnreadableFile as exc:
-        codes = settings.codes_for_path(path)
-        return ([unreadable(path, str(exc))] if "TL002" in codes else []), None, None
-    digest = file_digest(data, path)
-    try:
-        source = decode_source(data, path)
-    except UnreadableFile as exc:
-        codes = settings.codes_for_path(path)
-        return ([unreadable(path, str(exc))] if "TL002" in codes else []), digest, None
-    diagnostics, _, error = lint_text(source, settings, project, ast_codes)
+    read = read_file(path, settings)
+    digest = file_digest(read.data, path) if read.data is not None else None
+    if read.source is None:
+        return read.findings, digest, None
+    diagnostics, _, error = lint_text(read.source, settings, project, ast_codes)
     return diagnostics, (None if error else digest), error
 
 
@@ -340,14 +336,8 @@ def _run(items: Sequence[tuple], stats, settings_list, jobs: int, first: bool) -
 
 
 def _run_pool(items, sizes, settings_list, jobs: int, task):
-    from torchlint.workers import map_in_pool
+    from torchlint.workers import map_chunked
 
     _load_engine()  # forked workers inherit it
-    # Largest files first, so that no huge file starts last and leaves the other cores idle.
-    order = sorted(range(len(items)), key=lambda i: -sizes[i])
-    items = [items[i] for i in order]
-    chunk = max(1, min(MAX_CHUNK, len(items) // (jobs * 8)))
-    chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
     # Workers die with the run (SIGKILL/SIGTERM of this process, Ctrl-C): see workers.py.
-    rows = map_in_pool(task, chunks, jobs, initializer=_init_worker, initargs=(settings_list,))
-    return [row for chunk_rows in rows for row in chunk_rows]
+    return map_chunked(task, items, sizes, jobs, MAX_CHUNK, initializer=_init_worker, initargs=(settings_list,))

@@ -13,9 +13,7 @@ The module imports without pygls, so ``torchlint server`` can say how to install
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import dataclasses
 import logging
 import os
 import threading
@@ -25,8 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Edit, Fix, Location
+from torchlint.diagnostics import SAFE, Diagnostic, Location
+from torchlint.fixer import effective_fixes
 from torchlint.locator import Locator
+from torchlint.source import is_notebook_path
 
 SOURCE = "torchlint"
 FIX_ALL_KIND = "source.fixAll.torchlint"
@@ -37,7 +37,6 @@ ERROR_CODES = frozenset({"TL001", "TL002"})
 PYTHON_SUFFIXES = (".py", ".pyi")
 # Editors send notebook cells as text documents with these schemes; notebooks are out of scope.
 NOTEBOOK_SCHEMES = ("vscode-notebook-cell", "notebook-cell")
-MAX_FIX_PASSES = 10
 
 logger = logging.getLogger("torchlint.server")
 
@@ -79,73 +78,20 @@ class PositionMap:
 
 # -- fixes ---------------------------------------------------------------------------------------
 # fixer.py owns fixing (applicability from the config, choosing non-overlapping fixes, the
-# fixed-point loop, refusing fixes that break the parse). The small stand-ins below are used
-# only when it cannot be imported, so the server never depends on its internals beyond
-# ``effective_fixes`` and ``fix_text``.
-
-def _fixer():
-    try:
-        from torchlint import fixer
-    except ImportError:
-        return None
-    return fixer if hasattr(fixer, "effective_fixes") and hasattr(fixer, "fix_text") else None
-
-
-def effective_fixes(diagnostics: List[Diagnostic], settings) -> List[Diagnostic]:
-    """The diagnostics with the config applied to their fixes: codes that are not ``fixable``
-    lose their fix; ``extend-safe-fixes`` / ``extend-unsafe-fixes`` change applicability."""
-    fixer = _fixer()
-    if fixer is not None:
-        return fixer.effective_fixes(diagnostics, settings)
-    out = []
-    for d in diagnostics:
-        if d.fix is not None:
-            if d.code not in settings.fixable_codes:
-                d = dataclasses.replace(d, fix=None)
-            elif d.code in settings.demoted_unsafe or d.code in settings.promoted_safe:
-                applicability = UNSAFE if d.code in settings.demoted_unsafe else SAFE
-                d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, applicability=applicability))
-        out.append(d)
-    return out
-
-
-def _non_overlapping(locator: Locator, fixes: Sequence[Fix]) -> List[Edit]:
-    """Edits of the fixes that touch no earlier fix; the rest wait for the next pass."""
-    taken: List[Tuple[int, int]] = []
-    chosen: List[Edit] = []
-    for fix in fixes:
-        spans = [(locator.offset(e.location), locator.offset(e.end_location)) for e in fix.edits]
-        if any(s <= te and ts <= e for s, e in spans for ts, te in taken):
-            continue
-        taken.extend(spans)
-        chosen.extend(fix.edits)
-    return chosen
-
+# fixed-point loop, refusing fixes that break the parse); notebook.py fixes a notebook's cells.
 
 def fix_all_text(text: str, path: str, settings) -> Optional[str]:
     """``text`` with every safe, fixable fix applied, re-linting until nothing changes; None when
     a fix would break the file."""
-    fixer = _fixer()
-    if fixer is not None:
-        result = fixer.fix_text(text, path, settings)
-        return None if result.error else result.text
-    from torchlint.edits import OverlappingEdits, apply_edits
-    from torchlint.engine import lint_source
+    if is_notebook_path(path):
+        from torchlint.notebook import fix_notebook
 
-    for _ in range(MAX_FIX_PASSES):
-        diagnostics = effective_fixes(lint_source(text, path, settings, incremental=True), settings)
-        fixes = [d.fix for d in diagnostics if d.fix is not None and d.fix.applicability == SAFE]
-        if not fixes:
-            break
-        fixes.sort(key=lambda f: min(e.location for e in f.edits))
-        try:
-            new_text = apply_edits(text, _non_overlapping(Locator(text), fixes))
-        except OverlappingEdits:  # one fix's own edits overlap: a rule bug; stop, do not guess
-            return None
-        if new_text == text:
-            break
-        text = new_text
-    return text
+        result = fix_notebook(text, path, settings)
+    else:
+        from torchlint.fixer import fix_text
+
+        result = fix_text(text, path, settings)
+    return None if result.error else result.text
 
 
 def minimal_replacement(old: str, new: str) -> Tuple[int, int, str]:
@@ -644,17 +590,6 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     return server
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from torchlint.cli import _Parser
-
-    p = _Parser(prog="torchlint server", description="Run the torchlint language server over stdio.")
-    p.add_argument("--debounce-ms", type=int, default=DEFAULT_DEBOUNCE_MS, metavar="MS",
-                   help=f"wait this long after the last edit before linting (default: {DEFAULT_DEBOUNCE_MS})")
-    p.add_argument("--log-file", metavar="PATH", help="write the server's log here (default: stderr)")
-    p.add_argument("--verbose", action="store_true", help="log debug messages")
-    return p
-
-
 class FramedReader:
     """stdin for pygls, one well-formed LSP message at a time.
 
@@ -747,23 +682,9 @@ class FramedReader:
             return b"Content-Length: %d\r\n\r\n%s" % (length, body)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(list(argv or []))
-    try:
-        import lsprotocol  # noqa: F401
-        import pygls.lsp.server  # noqa: F401  (pygls 2.x layout)
-    except ImportError:
-        print('torchlint: error: `torchlint server` needs pygls 2: pip install "torchlint[lsp]"', file=sys.stderr)
-        return 2
-    if args.debounce_ms < 0:
-        print("torchlint: error: --debounce-ms must not be negative", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        filename=args.log_file,
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
-    server = create_server(args.debounce_ms)
+def serve_stdio(debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
+    """Run the server over stdin/stdout until the client exits (``torchlint server``)."""
+    server = create_server(debounce_ms)
     # The workers' collector policy (runner.QUIET_GC_THRESHOLD) for the server's process: every
     # lint builds ~10^5 acyclic libcst nodes that refcounting frees; with the default thresholds
     # the cyclic collector re-scans them and the parser's cached statement trees on every edit.
@@ -777,4 +698,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     gc.freeze()
     gc.set_threshold(*QUIET_GC_THRESHOLD)
     server.start_io(FramedReader(sys.stdin.buffer), sys.stdout.buffer)
-    return 0
