@@ -120,7 +120,7 @@ def test_settings_and_code_changes_invalidate(project, capsys, monkeypatch):
     linted = spy(monkeypatch)
     assert findings(capsys, "--ignore", "TL701", ".") == []
     assert linted == ["a.py"]
-    monkeypatch.setattr(cache_mod, "_CODE_SIGNATURE", "a-new-rule-landed")
+    monkeypatch.setattr(cache_mod, "code_signature", lambda: "a-new-rule-landed")
     assert findings(capsys, ".") == [("a.py", "TL701", 3, 9)]
     assert linted == ["a.py", "a.py"]
 

@@ -38,6 +38,7 @@ from typing import Dict, List, Optional, Tuple
 
 from torchlint import __version__
 from torchlint.diagnostics import Diagnostic
+from torchlint.installation import code_signature
 
 CACHE_DIR_NAME = ".torchlint_cache"
 ENV_VAR = "TORCHLINT_CACHE_DIR"
@@ -84,63 +85,6 @@ def resolve_cache_dir(settings, flag: Optional[str] = None) -> str:
     if configured:
         return os.path.abspath(os.path.join(root, os.path.expanduser(configured)))
     return os.path.abspath(os.path.join(root, CACHE_DIR_NAME))
-
-
-_CODE_SIGNATURE: Optional[str] = None
-
-
-def code_signature() -> str:
-    """The torchlint version plus (path, size, mtime) of every module of the package: editing
-    or adding a rule, or upgrading torchlint, starts a fresh cache. About 50 ``stat`` calls."""
-    global _CODE_SIGNATURE
-    if _CODE_SIGNATURE is None:
-        package = os.path.dirname(os.path.abspath(__file__))
-        parts = [__version__, sys.version.split()[0]]
-        for folder, dirs, names in os.walk(package):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(names):
-                if name.endswith(".py"):
-                    path = os.path.join(folder, name)
-                    try:
-                        st = os.stat(path)
-                    except OSError:
-                        continue
-                    parts.append(f"{os.path.relpath(path, package)}:{st.st_size}:{st.st_mtime_ns}")
-        _CODE_SIGNATURE = hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
-    return _CODE_SIGNATURE
-
-
-def registry_snapshot(modules, build) -> Dict[str, list]:
-    """code -> [name, preview] of the registered rules, as ``build()`` (which imports every rule, and so
-    libcst) would return it, remembered in ``torchlint/rules/__pycache__`` under the code
-    signature: a warm run can validate ``--select`` and fingerprint the settings without
-    importing a single rule. Where that folder is read-only, ``build()`` just runs each time."""
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules", "__pycache__")
-    key = hashlib.blake2b(f"{code_signature()}:{','.join(modules)}".encode(), digest_size=12).hexdigest()
-    name = f"registry-{key}.json"
-    path = os.path.join(folder, name)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            names = json.load(fh)
-        if isinstance(names, dict) and names and all(
-            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], bool)
-            for v in names.values()
-        ):
-            return names
-    except (OSError, ValueError):
-        pass
-    names = build()
-    try:
-        from torchlint.atomic import atomic_write_text
-
-        os.makedirs(folder, exist_ok=True)
-        atomic_write_text(path, json.dumps(names, sort_keys=True))
-        for other in os.listdir(folder):
-            if other.startswith("registry-") and other != name:
-                os.unlink(os.path.join(folder, other))
-    except OSError:
-        pass
-    return names
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode

@@ -54,19 +54,76 @@ _REGISTRY: Dict[Tuple[str, ...], Dict[str, list]] = {}
 
 def _registry() -> Dict[str, list]:
     """code -> [name, preview] of every registered rule. Selecting codes needs only this, so it
-    comes from a snapshot (torchlint.cache.registry_snapshot) while the rules are not imported: a
-    fully cached run then never imports the rules or libcst."""
+    comes from a snapshot while the rules are not imported: a fully cached run then never
+    imports the rules or libcst."""
     if rules_by_code.cache_info().currsize or not all(m.startswith("torchlint.rules.") for m in RULE_MODULES):
-        return {code: [rule.name, rule.preview] for code, rule in rules_by_code().items()}
+        return _build_registry()
     registry = _REGISTRY.get(RULE_MODULES)
     if registry is None:
-        from torchlint.cache import registry_snapshot
-
-        registry = registry_snapshot(
-            RULE_MODULES, lambda: {c: [r.name, r.preview] for c, r in rules_by_code().items()}
-        )
-        _REGISTRY[RULE_MODULES] = registry
+        registry = _REGISTRY[RULE_MODULES] = registry_snapshot(RULE_MODULES)
     return registry
+
+
+def _build_registry() -> Dict[str, list]:
+    return {code: [rule.name, rule.preview] for code, rule in rules_by_code().items()}
+
+
+def registry_snapshot(modules: Tuple[str, ...]) -> Dict[str, list]:
+    """``_build_registry()`` (which imports every rule, and so libcst), remembered as
+    ``registry-<key>.json`` in the user's cache folder (``installation.user_cache_dir``) under
+    the code signature: a warm run can validate ``--select`` and fingerprint the settings
+    without importing a single rule. Nothing is written inside the installed package; where the
+    cache folder cannot be written the registry is just built each time."""
+    import hashlib
+    import json
+    import os
+
+    from torchlint.installation import code_signature, user_cache_dir
+
+    folder = user_cache_dir()
+    key = hashlib.blake2b(f"{code_signature()}:{','.join(modules)}".encode(), digest_size=12).hexdigest()
+    name = f"registry-{key}.json"
+    path = os.path.join(folder, name)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            names = json.load(fh)
+        if isinstance(names, dict) and names and all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], bool)
+            for v in names.values()
+        ):
+            return names
+    except (OSError, ValueError):
+        pass
+    names = _build_registry()
+    try:
+        from torchlint.atomic import atomic_write_text
+
+        os.makedirs(folder, exist_ok=True)
+        atomic_write_text(path, json.dumps(names, sort_keys=True))
+        _forget_old_snapshots(folder, name)
+    except OSError:
+        pass
+    return names
+
+
+#: Snapshots of other code (an earlier edit, another installation) are removed this long after
+#: they were written: installations sharing the folder do not delete each other's.
+SNAPSHOT_MAX_AGE_S = 7 * 24 * 3600
+
+
+def _forget_old_snapshots(folder: str, keep: str) -> None:
+    import os
+    import time
+
+    limit = time.time() - SNAPSHOT_MAX_AGE_S
+    for other in os.listdir(folder):
+        path = os.path.join(folder, other)
+        if other.startswith("registry-") and other.endswith(".json") and other != keep:
+            try:
+                if os.stat(path).st_mtime < limit:
+                    os.unlink(path)
+            except OSError:
+                pass
 
 
 def rule_names() -> Dict[str, str]:
