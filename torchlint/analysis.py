@@ -237,6 +237,19 @@ def with_keyword_args(call: cst.Call, new: Sequence[Tuple[str, cst.BaseExpressio
     return call.with_changes(args=args + made)
 
 
+def with_leading_args(call: cst.Call, values: Sequence[cst.BaseExpression]) -> cst.Call:
+    """``call`` with positional arguments ``values`` put first, keeping its layout: when its
+    arguments sit one per line, the new ones get a line each too."""
+    if not values:
+        return call
+    sep = cst.Comma(whitespace_after=_separator(call))
+    made = [cst.Arg(value=value, comma=sep) for value in values]
+    if not call.args:
+        made = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in made[:-1]]
+        made.append(cst.Arg(value=values[-1]))
+    return call.with_changes(args=[*made, *call.args])
+
+
 def code_in_place(ctx, node: cst.CSTNode) -> str:
     """Source for ``node`` (say, a replacement built with ``with_keyword_args``) as it prints at
     the statement being visited: continuation lines inside brackets keep the enclosing blocks'

@@ -4,6 +4,7 @@ computed only for files that have findings (see ``engine``)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -153,23 +154,75 @@ class FileContext:
         local = self.imports.local_name_for(module_name)
         if local is not None:
             return None, local
-        body = self.module.body
-        anchor = None
-        for stmt in body:
-            if isinstance(stmt, cst.SimpleStatementLine) and all(
-                isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
-            ):
-                anchor = stmt
-            elif anchor is None and _is_docstring(stmt):
-                anchor = stmt
-            else:
-                break
-        line = f"import {module_name}"
-        if anchor is not None:
-            return NodeEdit(anchor, "\n" + line, INSERT_AFTER), module_name
-        if body:
-            return NodeEdit(body[0], line + "\n", INSERT_BEFORE), module_name
-        return NodeEdit(self.module, line + "\n", INSERT_BEFORE), module_name
+        return import_placement(self.module, module_name), module_name
+
+
+#: isort's sections, in order: ``from __future__``, the standard library, everything else.
+FUTURE, STDLIB, THIRD_PARTY = 0, 1, 2
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) or frozenset(
+    "abc argparse collections contextlib copy dataclasses functools glob io itertools json logging "
+    "math os pathlib pickle random re shutil subprocess sys tempfile threading time typing "
+    "warnings".split()
+)
+
+
+def _section(module: str) -> int:
+    if module == "__future__":
+        return FUTURE
+    return STDLIB if module.partition(".")[0] in _STDLIB else THIRD_PARTY
+
+
+def _import_key(stmt: cst.SimpleStatementLine) -> Optional[Tuple[int, int, str]]:
+    """(section, 0 for ``import x`` / 1 for ``from x import``, module) of an import line, or
+    None for any other statement (and for relative imports, which isort puts last)."""
+    first = stmt.body[0] if stmt.body else None
+    if isinstance(first, cst.Import):
+        module = cst.Module([]).code_for_node(first.names[0].name)
+        return _section(module), 0, module.lower()
+    if isinstance(first, cst.ImportFrom) and first.module is not None and not first.relative:
+        module = cst.Module([]).code_for_node(first.module)
+        return _section(module), 1, module.lower()
+    return None
+
+
+def import_placement(module: cst.Module, module_name: str) -> NodeEdit:
+    """An edit adding ``import module_name`` where isort (or ruff's ``I`` rules, default
+    settings) would put it: in its section (standard library or third party) of the file's
+    leading import block, at its sorted place among the ``import x`` lines, which come before
+    the ``from x import`` lines; a new section gets a blank line around it."""
+    line = f"import {module_name}"
+    target = (_section(module_name), 0, module_name.lower())
+    keyed: List[Tuple[Tuple[int, int, str], cst.CSTNode]] = []
+    anchor = None  # the last statement of the leading docstring-and-imports block
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            anchor = stmt
+            key = _import_key(stmt)
+            if key is not None:
+                keyed.append((key, stmt))
+        elif anchor is None and _is_docstring(stmt):
+            anchor = stmt
+        else:
+            break
+    same = [(key, stmt) for key, stmt in keyed if key[0] == target[0]]
+    if same:
+        for key, stmt in same:
+            if key > target:
+                return NodeEdit(stmt, line + "\n", INSERT_BEFORE)
+        return NodeEdit(same[-1][1], "\n" + line, INSERT_AFTER)
+    later = [stmt for key, stmt in keyed if key[0] > target[0]]
+    if later:
+        return NodeEdit(later[0], line + "\n\n", INSERT_BEFORE)
+    earlier = [stmt for key, stmt in keyed if key[0] < target[0]]
+    if earlier:
+        return NodeEdit(earlier[-1], "\n\n" + line, INSERT_AFTER)
+    if anchor is not None:
+        return NodeEdit(anchor, "\n" + line, INSERT_AFTER)
+    if module.body:
+        return NodeEdit(module.body[0], line + "\n", INSERT_BEFORE)
+    return NodeEdit(module, line + "\n", INSERT_BEFORE)
 
 
 def _is_docstring(stmt: cst.CSTNode) -> bool:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import memo
+from torchlint.analysis import memo, with_leading_args
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE
 from torchlint.imports import dotted_name
@@ -91,9 +91,9 @@ class LegacyAmpApi(Rule):
                 for i, a in enumerate(args)
             ]
         spelling, import_edit = _spelling(self.ctx, new)
-        device_arg = cst.Arg(value=cst.SimpleString(f'"{device}"'),
-                             comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if args else cst.MaybeSentinel.DEFAULT)
-        replacement = node.with_changes(func=cst.parse_expression(spelling), args=[device_arg, *args])
+        replacement = with_leading_args(
+            node.with_changes(func=cst.parse_expression(spelling), args=args), [cst.SimpleString(f'"{device}"')]
+        )
         edits = (NodeEdit(node, replacement),) if import_edit is None else (import_edit, NodeEdit(node, replacement))
         return FixSpec(SAFE, f'Use `{new}("{device}", ...)`', edits)
 

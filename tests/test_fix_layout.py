@@ -1,0 +1,124 @@
+"""Fixes look hand-written (issue 14): an added import goes where isort / ruff's ``I`` rules would
+put it, and a call laid out one argument per line stays so when a fix adds an argument. Every
+case goes through the real fixer (``fixer.fix_text``)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rule_support import _settings
+from torchlint.fixer import fix_text
+
+WORKERS = "num_workers=min(4, os.cpu_count() or 1)"
+
+
+def fixed(source: str, rule: str) -> str:
+    result = fix_text(textwrap.dedent(source), "train.py", _settings(rule), unsafe=True)
+    assert result.error is None and result.changed
+    return result.text
+
+
+@pytest.mark.parametrize(
+    "imports, expected",
+    [
+        # sorted into the standard-library group, before the `from` lines
+        (
+            "import argparse\nimport re\nfrom pathlib import Path\n\nimport torch\n",
+            "import argparse\nimport os\nimport re\nfrom pathlib import Path\n\nimport torch\n",
+        ),
+        # first of its group
+        ("import sys\n\nimport torch\n", "import os\nimport sys\n\nimport torch\n"),
+        # last of its group, still before `from` lines of the standard library
+        ("import json\nfrom typing import List\n\nimport torch\n",
+         "import json\nimport os\nfrom typing import List\n\nimport torch\n"),
+        # no standard-library group yet: a new one before the third-party group
+        ("import torch\nimport torch.nn as nn\n", "import os\n\nimport torch\nimport torch.nn as nn\n"),
+        # after `from __future__`, in its own group
+        (
+            '"""Doc."""\nfrom __future__ import annotations\n\nimport torch\n',
+            '"""Doc."""\nfrom __future__ import annotations\n\nimport os\n\nimport torch\n',
+        ),
+    ],
+)
+def test_added_import_goes_where_isort_puts_it(imports, expected):
+    source = imports + "from torch.utils.data import DataLoader\n\nloader = DataLoader(ds)\n"
+    out = fixed(source, "TL101")
+    assert out == expected + f"from torch.utils.data import DataLoader\n\nloader = DataLoader(ds, {WORKERS})\n"
+
+
+def test_added_import_in_an_isort_clean_file_stays_isort_clean():
+    """The result is a fixed point of isort's ordering: plain sorting of each group keeps it."""
+    source = "import abc\nimport operator\nimport sys\n\nimport numpy as np\nimport torch\nfrom torch.utils.data import DataLoader\n\nDataLoader(ds)\n"
+    head = fixed(source, "TL101").split("\n\n")[0].splitlines()
+    assert head == ["import abc", "import operator", "import os", "import sys"]
+    assert head == sorted(head)
+
+
+def test_a_third_party_import_joins_the_third_party_group():
+    """TL904's rename adds `import torch` when the file reaches torch only through an alias of a
+    submodule; it goes into the third-party group, sorted."""
+    from torchlint.context import import_placement
+    import libcst as cst
+
+    module = cst.parse_module("import os\n\nimport numpy as np\nimport zarr\n\nx = 1\n")
+    edit = import_placement(module, "torch")
+    assert edit.mode == "insert-before" and module.code_for_node(edit.node) == "import zarr\n"
+    assert edit.content == "import torch\n"
+
+
+def test_multi_line_call_stays_multi_line_when_a_keyword_is_added():
+    source = """\
+    import os
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(
+        dataset,
+        batch_size=64,
+    )
+    """
+    assert fixed(source, "TL101") == textwrap.dedent(f"""\
+    import os
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(
+        dataset,
+        batch_size=64,
+        {WORKERS},
+    )
+    """)
+
+
+def test_multi_line_call_stays_multi_line_when_a_positional_argument_is_added():
+    """TL404 puts the device type first: `torch.amp.autocast("cuda", ...)`."""
+    source = """\
+    import torch
+
+    with torch.cuda.amp.autocast(
+        enabled=True,
+        dtype=torch.float16,
+    ):
+        pass
+    scaler = torch.cuda.amp.GradScaler(
+        init_scale=2.0
+    )
+    with torch.cuda.amp.autocast():
+        pass
+    """
+    assert fixed(source, "TL404") == textwrap.dedent("""\
+    import torch
+
+    with torch.amp.autocast(
+        "cuda",
+        enabled=True,
+        dtype=torch.float16,
+    ):
+        pass
+    scaler = torch.amp.GradScaler(
+        "cuda",
+        init_scale=2.0
+    )
+    with torch.amp.autocast("cuda"):
+        pass
+    """)
