@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters import file_ranges, is_error
+from torchlint.reporters.base import file_ranges, is_error
 from torchlint.reporters.paths import display_path
 
 

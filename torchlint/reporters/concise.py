@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters import position
+from torchlint.reporters.base import position
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:

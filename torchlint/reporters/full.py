@@ -9,7 +9,7 @@ from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.locator import Locator
-from torchlint.reporters import position
+from torchlint.reporters.base import position
 
 CONTEXT_LINES = 1
 MAX_FRAME_LINES = 8

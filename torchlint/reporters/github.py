@@ -10,7 +10,7 @@ from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.reporters.paths import display_path
-from torchlint.reporters import is_error
+from torchlint.reporters.base import is_error
 
 
 def escape_data(text: str) -> str:

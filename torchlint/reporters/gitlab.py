@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters import file_ranges, is_error, one_line
+from torchlint.reporters.base import file_ranges, is_error, one_line
 from torchlint.reporters.paths import display_path
 
 

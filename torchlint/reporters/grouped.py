@@ -6,7 +6,7 @@ from itertools import groupby
 from typing import List, Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters import position as where
+from torchlint.reporters.base import position as where
 
 BOLD, RED, RESET = "\x1b[1m", "\x1b[31m", "\x1b[0m"
 

@@ -8,7 +8,7 @@ from typing import Dict, List, Sequence
 from xml.etree import ElementTree as ET
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters import position
+from torchlint.reporters.base import position
 
 SUITES_NAME = "torchlint"
 

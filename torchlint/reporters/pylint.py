@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters import file_ranges, one_line
+from torchlint.reporters.base import file_ranges, one_line
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:

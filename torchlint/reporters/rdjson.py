@@ -12,7 +12,7 @@ import json
 from typing import Optional, Sequence
 
 from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Location
-from torchlint.reporters import file_ranges, is_error
+from torchlint.reporters.base import file_ranges, is_error
 
 SOURCE = {"name": "torchlint", "url": "https://github.com/torchlint/torchlint"}
 

@@ -21,7 +21,7 @@ SRCROOT = "%SRCROOT%"
 
 
 def level(code: str) -> str:
-    from torchlint.reporters import is_error
+    from torchlint.reporters.base import is_error
 
     return "error" if is_error(code) else "warning"
 
