@@ -364,7 +364,7 @@ def test_show_settings(project, capsys):
     (project / "pkg").mkdir()
     (project / "pkg" / "t.py").write_text(BAD)
     (project / "pkg" / "torchlint.toml").write_text(
-        "ignore = ['TL701']\ntarget-torch-version = '1.13'\n[rules.TL101]\n"
+        "ignore = ['TL701']\ntarget-torch-version = '1.13'\n"
     )
     code, out, _ = run(capsys, "--show-settings", "--select", "TL7,TL1", "pkg/t.py")
     assert code == 0

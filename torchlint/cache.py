@@ -230,8 +230,6 @@ class Cache:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._indexes: Dict[str, Index] = {}
-        self.hits = 0
-        self.misses = 0
 
     def _index(self, settings) -> Index:
         key = hashlib.blake2b(f"{code_signature()}:{settings.fingerprint}".encode(), digest_size=12).hexdigest()
@@ -247,12 +245,7 @@ class Cache:
         index says about the file (``FileFacts.digest``); findings stored under other facts are
         stale (another file changed what this one's findings depend on)."""
         entry, st = self._lookup_entry(self._index(settings), path, facts)
-        found = findings_from_json(entry.findings, path) if entry is not None else None
-        if found is None:
-            self.misses += 1
-        else:
-            self.hits += 1
-        return found, st
+        return (findings_from_json(entry.findings, path) if entry is not None else None), st
 
     def _lookup_entry(self, index: "Index", path: str, facts: str) -> Tuple[Optional["Entry"], Optional[os.stat_result]]:
         key = os.path.abspath(path)

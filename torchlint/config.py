@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
@@ -41,7 +41,7 @@ LIST_KEYS = (
     "fixable", "unfixable", "extend-safe-fixes", "extend-unsafe-fixes",
 )
 KNOWN_KEYS = frozenset(LIST_KEYS) | {
-    "per-file-ignores", "target-torch-version", "rules", "respect-gitignore", "cache-dir", "preview",
+    "per-file-ignores", "target-torch-version", "respect-gitignore", "cache-dir", "preview",
     "include-notebooks",
     "max-file-size",
 }
@@ -152,7 +152,6 @@ class Settings:
     exclude: Tuple[str, ...] = ()
     extend_exclude: Tuple[str, ...] = ()
     target_torch_version: Tuple[int, int] = DEFAULT_TORCH_VERSION
-    rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     fixable: Tuple[str, ...] = ("ALL",)
     unfixable: Tuple[str, ...] = ()
     extend_safe_fixes: Tuple[str, ...] = ()
@@ -239,7 +238,6 @@ class Settings:
             "codes": sorted(self.enabled_codes),
             "per_file": [(g, sorted(c)) for g, c in self._per_file],
             "torch": list(self.target_torch_version),
-            "options": {k: dict(v) for k, v in sorted(self.rule_options.items())},
             "root": os.path.abspath(self.root),
             "max_file_size": self.max_file_size,
         }
@@ -266,8 +264,6 @@ def _str_list(value: Any, where: str) -> Tuple[str, ...]:
 
 def settings_from_table(table: Mapping[str, Any], where: str, base: Settings) -> Settings:
     """Apply a ``[tool.torchlint]`` table over ``base``; unknown keys and codes are errors."""
-    from torchlint.rules import code_for, rules_by_code
-
     changes: Dict[str, Any] = {}
     for key, value in table.items():
         if key not in KNOWN_KEYS:
@@ -301,27 +297,6 @@ def settings_from_table(table: Mapping[str, Any], where: str, base: Settings) ->
             if not isinstance(value, str):
                 raise ConfigError(f"{where}: tool.torchlint.cache-dir: expected a string")
             changes[attr] = value
-        elif key == "rules":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}: tool.torchlint.rules: expected a table per rule")
-            options: Dict[str, Dict[str, Any]] = {k: dict(v) for k, v in base.rule_options.items()}
-            for rule_key, opts in value.items():
-                code = code_for(rule_key)
-                if code is None or code not in rules_by_code():
-                    raise ConfigError(f"{where}: unknown rule 'tool.torchlint.rules.{rule_key}'")
-                known = rules_by_code()[code].options
-                if not isinstance(opts, dict):
-                    raise ConfigError(f"{where}: tool.torchlint.rules.{rule_key}: expected a table")
-                for opt, opt_value in opts.items():
-                    if opt not in known:
-                        raise ConfigError(f"{where}: unknown key 'tool.torchlint.rules.{rule_key}.{opt}'")
-                    default = known[opt]
-                    if default is not None and not isinstance(opt_value, type(default)):
-                        raise ConfigError(
-                            f"{where}: tool.torchlint.rules.{rule_key}.{opt}: expected {type(default).__name__}"
-                        )
-                    options.setdefault(code, {})[opt] = opt_value
-            changes["rule_options"] = options
     return replace(base, **changes)
 
 

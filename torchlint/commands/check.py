@@ -281,7 +281,6 @@ def _show_settings(args, resolver, path: str) -> int:
         "extension": [suffix.lstrip(".") for suffix in settings.lint_suffixes],
         "max-file-size": settings.max_file_size,
         "cache-dir": settings.cache_dir,
-        "rules": {code: dict(options) for code, options in sorted(settings.rule_options.items())},
     }
     if args.output_format in ("json", "json-lines"):
         write_output(json.dumps(data, indent=2) + "\n", args)

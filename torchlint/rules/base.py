@@ -1,13 +1,13 @@
 """The base class every rule derives from.
 
 A rule is one class: its code, name, message, the tokens it cannot fire without (for the
-prefilter), its fix safety and its options all sit at the top, and its ``visit_<Node>`` /
+prefilter) and its fix safety all sit at the top, and its ``visit_<Node>`` /
 ``leave_<Node>`` methods are called by the engine's single pass over the tree.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Optional, Pattern, Tuple, Union
+from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Pattern, Tuple, Union
 
 import libcst as cst
 
@@ -36,8 +36,6 @@ class Rule:
     requires: ClassVar[Tuple[Tuple[Union[str, Pattern[str]], ...], ...]] = ()
     #: "safe", "unsafe" or None when the rule offers no fix (each fix also carries its own).
     fix_applicability: ClassVar[Optional[str]] = None
-    #: Per-rule options and their defaults, set under [tool.torchlint.rules.<code>].
-    options: ClassVar[Dict[str, Any]] = {}
     #: Metadata the engine applies, so that rules never check these by hand:
     #: silent in test code (test modules, ``test*`` functions, ``Test*`` classes);
     skip_in_tests: ClassVar[bool] = True
@@ -62,7 +60,6 @@ class Rule:
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx
-        self.opts: Dict[str, Any] = {**self.options, **ctx.settings.rule_options.get(self.code, {})}
 
     def report(
         self,
