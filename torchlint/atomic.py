@@ -302,10 +302,6 @@ def _write_into(target: str, data: bytes, extra: int) -> None:
 
 # -- temporary files left by killed runs ------------------------------------------------------
 
-def is_temp_name(name: str) -> bool:
-    return name.startswith(TMP_PREFIX) and name.endswith(TMP_SUFFIX) and bool(_TMP_NAME.match(name))
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -32,7 +32,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -628,10 +628,3 @@ def is_dependency_file(path: str) -> bool:
     if name.endswith(".txt") and (name.startswith("requirements") or p.parent.name == "requirements"):
         return True
     return False
-
-
-def infer_torch_version(data: Mapping[str, Any], path: str = "pyproject.toml") -> Optional[Version]:
-    """The lowest torch version one parsed ``pyproject.toml`` declares (its tables only)."""
-    project = ProjectDependencies(root=Path(path).parent)
-    pyproject_declarations(project, data, Path(path))
-    return project.torch_version

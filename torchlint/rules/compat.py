@@ -161,6 +161,11 @@ class TorchLoadWeightsOnly(Rule):
         "`weights_only=True`."
     )
     requires = (("load",), ("torch",))
+    ast_candidate = staticmethod(lambda index: any(
+        index.literal(index.keyword(call, "weights_only")) is False
+        or (index.keyword(call, "weights_only") is None and not index.double_star(call)
+            and index.version_below(_WEIGHTS_ONLY_DEFAULT_TRUE))
+        for call, _ in index.qualified_calls(TORCH_LOAD)))
     fix_applicability = UNSAFE
     min_torch_version = (1, 13)  # weights_only= exists from 1.13
     tags = ("security",)
@@ -210,6 +215,8 @@ class EvalAfterLoadStateDict(Rule):
         "batch norm stay in training mode; call `{model}.eval()` before inference."
     )
     requires = (("load",),)
+    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(TORCH_LOAD)) or any(
+        type(call.func.value).__name__ == "Name" for call, _ in index.method_calls("load_state_dict")))
     preview = True
     tags = ("correctness",)
 
@@ -341,6 +348,9 @@ class CheckpointUseReentrant(Rule):
         "`use_reentrant=False` is the recommended, less restricted variant."
     )
     requires = (("checkpoint",),)
+    ast_candidate = staticmethod(lambda index: any(
+        index.keyword(call, "use_reentrant") is None and not index.double_star(call)
+        for call, _ in index.qualified_calls(CHECKPOINT_FUNCTIONS)))
     fix_applicability = UNSAFE
     min_torch_version = (2, 0)  # both functions take use_reentrant= from 2.0
     tags = ("correctness", "deprecation")
@@ -369,6 +379,8 @@ class DeprecatedApi(Rule):
     summary = "A deprecated or removed torch API (`torch.solve`, `functorch.vmap`, `torch.cuda.amp.autocast`, ...)."
     message = "`{name}` is deprecated."
     requires = (DEPRECATED_TOKENS, ("torch",))  # every entry is torch.* or functorch.*
+    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(
+        [name for name, entry in DEPRECATIONS.items() if index.version_at_least(entry.deprecated)], decorators=True)))
     fix_applicability = SAFE
     tags = ("deprecation",)
 
@@ -445,6 +457,7 @@ class ModuleInitSuper(Rule):
         "registries are never created; call it first."
     )
     requires = (("__init__",), ("Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"))
+    ast_candidate = staticmethod(lambda index: index.module_init_candidate(MODULE_BASES))
     fix_applicability = SAFE
     tags = ("correctness",)
 
@@ -569,6 +582,7 @@ class AutogradVariable(Rule):
         "use the tensor itself (drop `.detach()` where `x` never requires grad)."
     )
     requires = (("Variable",), ("autograd",))
+    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(VARIABLE)))
     fix_applicability = SAFE
     tags = ("deprecation",)
 
@@ -607,6 +621,9 @@ class TorchvisionPretrained(Rule):
     summary = "`torchvision.models.<arch>(pretrained=...)`: deprecated in favour of `weights=`."
     message = "`{old}=` is deprecated since torchvision 0.13; pass `{new}=` (a weights enum, or None)."
     requires = (("pretrained",), ("torchvision",))
+    ast_candidate = staticmethod(lambda index: any(
+        index.resolves(call.func, lambda name: name.startswith("torchvision.models."))
+        for call, _, _ in index.keyword_calls("pretrained", "pretrained_backbone")))
     fix_applicability = SAFE
     min_torch_version = (1, 12)  # torchvision 0.13, the weights API
     tags = ("deprecation",)

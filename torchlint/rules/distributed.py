@@ -42,6 +42,9 @@ class DdpFindUnusedParameters(Rule):
         "`static_graph=True` when the unused set never changes)."
     )
     requires = (("find_unused_parameters",),)
+    ast_candidate = staticmethod(lambda index: any(
+        index.literal(kw.value) is True and index.resolves(call.func, DDP.__eq__)
+        for call, kw, _ in index.keyword_calls("find_unused_parameters")))
     tags = ("performance", "distributed")
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -75,6 +78,8 @@ class PerParameterAllReduce(Rule):
         "flattened buffer."
     )
     requires = (("all_reduce",), ("parameters",))
+    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls((ALL_REDUCE,)))
+                                 and bool(index.method_calls(*PARAMETER_ITERATORS)))
     tags = ("performance", "distributed")
     uses_project = True
 

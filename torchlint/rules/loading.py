@@ -106,6 +106,7 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         "(fork, dataset copy, worker_init_fn); pass `persistent_workers=True` to keep them alive."
     )
     requires = (("DataLoader",), ("num_workers",))
+    ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
     fix_applicability = UNSAFE
     min_torch_version = (1, 7)
     tags = ("performance",)
@@ -223,6 +224,8 @@ class DistributedSampler(_LoaderRule):
     )
     requires = (("DataLoader",), ("DistributedDataParallel", "init_process_group"))
     preview = True  # no finding on real code yet to show its precision
+    ast_candidate = staticmethod(lambda index: index.called("DataLoader") and index.mentions(
+        "DistributedDataParallel", "init_process_group", substring=True))
     tags = ("correctness", "distributed")
 
     def __init__(self, ctx) -> None:

@@ -68,6 +68,8 @@ class SoftmaxBeforeCrossEntropy(Rule):
         "(or pass the logits to `cross_entropy`)."
     )
     requires = (("softmax", "Softmax"), ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss"))
+    ast_candidate = staticmethod(lambda index: index.mentions("softmax", "Softmax", substring=True) and index.mentions(
+        "cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss", substring=True))
     tags = ("correctness",)
 
     def visit_Call(self, node: cst.Call) -> None:

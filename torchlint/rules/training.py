@@ -230,6 +230,7 @@ class MissingZeroGrad(Rule):
     tags = ("correctness",)
 
     def visit_For(self, node: cst.For) -> None:
+    ast_candidate = staticmethod(lambda index: index.backward_calls() and bool(index.method_calls("step")))
         self._check(node)
 
     def visit_While(self, node: cst.While) -> None:
@@ -342,6 +343,7 @@ class DdpNoSync(Rule):
     tags = ("performance", "distributed")
 
     def visit_For(self, node: cst.For) -> None:
+    ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
         self._check(node)
 
     def visit_While(self, node: cst.While) -> None:
@@ -423,6 +425,7 @@ class RetainedGraph(Rule):
     fix_applicability = UNSAFE
     tags = ("memory",)
 
+    ast_candidate = staticmethod(lambda index: index.backward_calls())
     def visit_For(self, node: cst.For) -> None:
         self._check(node)
 
@@ -628,6 +631,7 @@ class NoGradInEval(Rule):
     tags = ("performance", "memory")
 
     def visit_For(self, node: cst.For) -> None:
+    ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True))
         ctx = self.ctx
         if not is_loader_expression(node.iter, ctx) or calls_gradient_step(node, ctx) or grad_disabled(ctx):
             return

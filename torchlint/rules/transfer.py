@@ -63,6 +63,7 @@ class NonBlockingTransfer(Rule):
         "until it is done; pass `non_blocking=True` so it overlaps with queued GPU work."
     )
     requires = (("pin_memory",), (MOVE_CALL,))
+    ast_candidate = staticmethod(lambda index: bool(index.method_calls("to", "cuda")) and index.called("DataLoader"))
     fix_applicability = SAFE
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
@@ -166,6 +167,7 @@ class CudaSynchronizeInLoop(Rule):
         "where a timer is read right after it)."
     )
     requires = (("synchronize",),)
+    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(SYNCHRONIZE)))
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
     uses_project = True
@@ -331,6 +333,8 @@ class TensorCopyFromNumpy(Rule):
         device = get_arg(node, "device")
         if device is not None and literal_value(device.value) != "cpu":
             return  # copied to the device either way
+    ast_candidate = staticmethod(lambda index: index.mentions("numpy") and any(
+        call.args or index.keyword(call, "data") is not None for call, _ in index.qualified_calls(COPYING_CONSTRUCTORS)))
         if not self._runs_often():
             return
         is_array, dtype = self._numpy_array(data.value, set())
@@ -501,6 +505,8 @@ class ScalarTensorOnDevice(Rule):
         if loops:
             if not _device_of_a_value(device.value) and any(
                     self.ctx.semantic.derives_from(device.value, l) for l in loops if isinstance(l, cst.For)):
+    ast_candidate = staticmethod(lambda index: any(
+        index.keyword(call, "device") is not None for call, _ in index.qualified_calls(("torch.tensor",))))
                 return  # a device per iteration: `for i in range(device_count())` initialises each once
             if function is not None and set(name_tokens(function.name)) & SETUP_WORDS:
                 return  # `__init__`, `__setstate__`, `load_state_dict`: runs once
