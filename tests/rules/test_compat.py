@@ -112,8 +112,8 @@ def test_tl904_message_says_removed_and_how():
 @pytest.mark.parametrize("before, after", [
     ("import torch\ny = torch.ger(a, b)\n", "import torch\ny = torch.outer(a, b)\n"),
     ("import torch.nn.functional as F\ny = F.upsample(x, scale_factor=2)\n", "import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2)\n"),
-    ("import torch.nn.functional as F\ny = F.sigmoid(x)\n", "import torch.nn.functional as F\nimport torch\ny = torch.sigmoid(x)\n"),
-    ("from functorch import vmap\ny = vmap(f)(x)\n", "from functorch import vmap\nimport torch\ny = torch.func.vmap(f)(x)\n"),
+    ("import torch.nn.functional as F\ny = F.sigmoid(x)\n", "import torch\nimport torch.nn.functional as F\ny = torch.sigmoid(x)\n"),
+    ("from functorch import vmap\ny = vmap(f)(x)\n", "import torch\nfrom functorch import vmap\ny = torch.func.vmap(f)(x)\n"),
     ("import torch as th\nq = th.qr(a)\n", "import torch as th\nq = th.linalg.qr(a)\n"),
 ])
 def test_tl904_pure_renames_are_fixed(before, after):
@@ -165,7 +165,7 @@ def test_tl906_fix_detaches_as_variable_did():
 def test_tl907_uses_the_weights_pretrained_loaded_and_imports_torchvision():
     source = "from torchvision.models import resnet50\nm = resnet50(pretrained=True)\n"
     assert fixed(source, rule="TL907", applicability="safe") == (
-        "from torchvision.models import resnet50\nimport torchvision\nm = resnet50(weights=torchvision.models.ResNet50_Weights.IMAGENET1K_V1)\n"
+        "import torchvision\nfrom torchvision.models import resnet50\nm = resnet50(weights=torchvision.models.ResNet50_Weights.IMAGENET1K_V1)\n"
     )
     assert at(source, "TL907", "1.11") == []
 

@@ -56,7 +56,7 @@ def test_tl101_fix_adds_num_workers_and_import():
     out, applicability = fixed("TL101", "loader = DataLoader(ds, batch_size=8)\n")
     assert applicability == UNSAFE
     assert out == (
-        "import torch\nfrom torch.utils.data import DataLoader\nimport os\n"
+        "import os\n\nimport torch\nfrom torch.utils.data import DataLoader\n"  # isort's place
         f"loader = DataLoader(ds, batch_size=8, num_workers={WORKERS})\n"
     )
 
