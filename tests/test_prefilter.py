@@ -55,9 +55,10 @@ def ast_difference(path: str):
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return None  # no tree: the ast prefilter is not asked
-    settings = Settings()
+    settings = Settings(preview=True)  # preview rules too
     codes = settings.codes_for_path(path)
-    index = AstIndex(tree, text)  # every rule's question, even where the engine would not ask it
+    # every rule's question, even where the engine would not ask it (it stops at the first yes)
+    index = AstIndex(tree, text, settings.target_torch_version)
     dropped = [rule for rule in candidate_rules(text, path, settings, codes)
                if rule.ast_candidate is not None and not rule.ast_candidate(index)]
     if not dropped:
@@ -115,6 +116,46 @@ AST_CASES = [
     ("def f(p):\n    p.grad.data.zero_()\n", "TL401", True),
     ('"""The loader yields .item() values."""\nx.step\n', "TL201", False),
     ("for b in train_loader:\n    b.item()\n", "TL201", True),
+    # qualified names (TL9xx, TL404, TL702, TL204-206...): through imports, `as`, assignments
+    ('"""torch.load(f) is unsafe"""\nimport torch\n', "TL901", False),
+    ("import torch\nx = torch.load(f)\n", "TL901", True),
+    ("import torch\nx = torch.load(f, weights_only=True)\n", "TL901", False),
+    ("import torch\nx = torch.load(f, **kw)\n", "TL901", False),
+    ("from torch import load as L\nL(f, weights_only=False)\n", "TL901", True),
+    ("import torch as th\nth.load(f)\n", "TL901", True),
+    ("import torch\nT = torch\nser = T.serialization\nser.load(f)\n", "TL901", True),
+    ("import torch\nload = torch.load\nload(f)\n", "TL901", True),
+    ("import torch\nx = (torch.load)(f)\n", "TL901", True),
+    ("import torch\nx = (torch\n     .load\n     (f))\n", "TL901", True),
+    ("import json\nimport torch\nx = json.load(f)\n", "TL901", False),
+    ("from .torch import load\nload(f)\n", "TL901", False),  # the project's own module
+    ("from torch.utils.checkpoint import checkpoint\ncheckpoint(f, x)\n", "TL903", True),
+    ("from torch.utils.checkpoint import checkpoint\ncheckpoint(f, x, use_reentrant=False)\n", "TL903", False),
+    ("def f(checkpoint):\n    return checkpoint(x)\n", "TL903", False),
+    ("import torch\n@torch.cuda.amp.custom_fwd\ndef f(x):\n    pass\n", "TL904", True),
+    ("import torch\ntorch.range(3)\n", "TL904", True),
+    ("import torch\nfor i in range(3):\n    y = x.norm()\n", "TL904", False),
+    ("from torch import *\nrange(3)\n", "TL904", False),  # star imports resolve only known names
+    ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.fc = nn.Linear(2, 2)\n", "TL905", False),
+    ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        self.fc = nn.Linear(2, 2)\n"
+     "        super().__init__()\n", "TL905", True),
+    ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        self.fc = nn.Linear(2, 2)\n", "TL905", True),
+    ("import torch.nn as nn  # an nn.Module below\nclass M(Base):\n    def __init__(self):\n        self.fc = nn.Linear(2, 2)\n", "TL905", False),
+    ("from torch.autograd import Variable\nv = Variable(x)\n", "TL906", True),
+    ("import torchvision\nm = torchvision.models.resnet50(pretrained=True)\n", "TL907", True),
+    ("import torchvision, timm\nm = timm.create_model('r', pretrained=True)\n", "TL907", False),
+    ("from torch.cuda.amp import autocast\nwith autocast():\n    pass\n", "TL404", True),
+    ("from torch import amp\nwith amp.autocast('cuda'):\n    pass\n", "TL404", False),
+    ("from torch.nn.parallel import DistributedDataParallel as DDP\nDDP(m, find_unused_parameters=True)\n", "TL702", True),
+    ("from torch.nn.parallel import DistributedDataParallel as DDP\nDDP(m, find_unused_parameters=False)\n", "TL702", False),
+    ('import torch\nt = torch.tensor(1.0, device="cuda")\n', "TL206", True),
+    ("import torch\nt = torch.tensor(1.0)  # device\n", "TL206", False),
+    ("import numpy as np\nimport torch\nt = torch.tensor(a)\n", "TL205", True),
+    ("import torch\n# numpy\nt = torch.tensor(a)\n", "TL205", False),
+    ("for b in data:\n    loss.backward()\n", "TL405", True),
+    ('"""Call .backward() in the loop."""\n', "TL405", False),
+    ('"""softmax then cross_entropy"""\nimport torch\n', "TL407", False),
 ]
 
 
@@ -128,6 +169,18 @@ def test_ast_prefilter_cases(source, code, kept):
     rule = rules_by_code()[code]
     assert rule.may_fire(source), "the text prefilter must pass for the case to mean anything"
     assert bool(rule.ast_candidate(AstIndex(ast.parse(source), source))) is kept
+
+
+def test_ast_prefilter_knows_the_target_version():
+    import ast
+
+    from torchlint.astindex import AstIndex
+    from torchlint.rules import rules_by_code
+
+    source = "import torch\nx = torch.load(f)\n"  # weights_only defaults to True from torch 2.6
+    tl901 = rules_by_code()["TL901"]
+    assert tl901.ast_candidate(AstIndex(ast.parse(source), source, (2, 4)))
+    assert not tl901.ast_candidate(AstIndex(ast.parse(source), source, (2, 6)))
 
 
 @pytest.mark.parametrize("corpus", ["timm-1.0.11", "transformers-4.46.3"])

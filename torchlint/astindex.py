@@ -9,6 +9,12 @@ a C-speed regex finds the lines where a word occurs, and only the nodes whose li
 such a line are visited (``nodes_on``), so a question costs a few hundred node visits, not the
 tens of thousands of a walk.
 
+Names are followed as the semantic model resolves them (``bindings``, ``resolves``,
+``qualified_calls``): every import of ``torch``/``torchvision``/``functorch`` and every ``x = <name
+or attribute>`` of such a name, in any scope, so ``th.load(f)`` under ``import torch as th`` is a
+call of ``torch.load`` and ``json.load(f)`` is not. The engine asks the rules in turn and stops at
+the first yes (the file goes to libcst then anyway).
+
 Every answer must be sound: False only when the rule cannot fire on the file. When a name is
 used in a way the question does not follow (passed as a value, subclassed, stored), the answer
 is True.
@@ -20,12 +26,21 @@ import ast
 import bisect
 import re
 from itertools import accumulate
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Collection, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from torchlint.torch_api import STAR_EXPORTS, canonical_name
 
 Path = Tuple[ast.AST, ...]  # the ancestors of a node, outermost (the Module) first
 
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 _WORD_CHAR = re.compile(r"\w")
+_IMPORT_WORD = re.compile(r"(?<!\w)import(?!\w)")
+# What Python allows between `=` and the first name of its value: whitespace, continuations,
+# comments, opening brackets (as rules/base.py's GAP). Keyword arguments and `==` match too: the
+# nodes on those lines are then looked at and dropped.
+_GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]*(?![^\r\n])|\()*"
+# Packages whose names the qualified-name questions follow (the roots of every name rules resolve).
+_ROOTS = ("torch", "torchvision", "functorch")
 
 
 def identifiers_of(node: ast.AST) -> Tuple[str, ...]:
@@ -64,19 +79,22 @@ def callee_word(call: ast.Call) -> Optional[str]:
 
 
 class AstIndex:
-    def __init__(self, tree: ast.Module, text: str) -> None:
+    def __init__(self, tree: ast.Module, text: str, torch_version: Optional[Tuple[int, int]] = None) -> None:
         self.tree = tree
         self.text = text
+        #: the target torch version when the caller knows it (None: any version)
+        self.torch_version = torch_version
+        self._bindings: Optional[Dict[str, Set[str]]] = None
+        self._kids: Dict[int, list] = {}  # id(node) -> its children with their line ranges
+        self._word_cache: Dict[Tuple[str, bool, bool], List[int]] = {}
+        self._star: List[str] = []
         self._line_starts: Optional[List[int]] = None
         self._on_line: Dict[int, List[Tuple[ast.AST, Path]]] = {}
-        self._starts: Dict[int, List[int]] = {}  # id(statement list) -> first lines
 
     # -- where words occur -----------------------------------------------------------------------
     def lines_matching(self, pattern: "re.Pattern[str]") -> List[int]:
         """1-based lines where ``pattern`` matches the text (in code, strings or comments)."""
-        starts = self._line_starts
-        if starts is None:
-            starts = self._line_starts = list(accumulate((len(l) + 1 for l in self.text.split("\n")), initial=0))
+        starts = self._lines()
         lines = []
         for match in pattern.finditer(self.text):
             line = bisect.bisect_right(starts, match.start())
@@ -102,38 +120,64 @@ class AstIndex:
         return found
 
     def _children_covering(self, node: ast.AST, line: int) -> Iterator[ast.AST]:
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if isinstance(value, list):
-                if field in _STATEMENT_LISTS and len(value) > 8 and isinstance(value[0], ast.stmt):
-                    starts = self._starts.get(id(value))
-                    if starts is None:
-                        starts = self._starts[id(value)] = [_first_line(s) for s in value]
-                    # statements are in order and do not overlap: only the last one starting at
-                    # or before the line can cover it
-                    i = bisect.bisect_right(starts, line) - 1
-                    if i >= 0 and line <= value[i].end_lineno:
-                        yield value[i]
-                    continue
-                for child in value:
-                    if isinstance(child, ast.AST) and _covers(child, line):
-                        yield child
-            elif isinstance(value, ast.AST) and _covers(value, line):
-                yield value
+        kids = self._kids.get(id(node))
+        if kids is None:
+            kids = self._kids[id(node)] = _child_ranges(node)
+        for child, start, end in kids:
+            if child is None:  # a long statement list: (None, first lines, statements)
+                # statements are in order and do not overlap: only the last one starting at or
+                # before the line can cover it
+                i = bisect.bisect_right(start, line) - 1
+                if i >= 0 and line <= end[i].end_lineno:
+                    yield end[i]
+            elif start <= line <= end:
+                yield child
+
+    def _lines(self) -> List[int]:
+        starts = self._line_starts
+        if starts is None:
+            starts = self._line_starts = list(accumulate((len(l) + 1 for l in self.text.split("\n")), initial=0))
+        return starts
+
+    def word_lines(self, word: str, call: bool = False, attribute: bool = False) -> List[int]:
+        """1-based lines where ``word`` occurs as a whole identifier (in code, strings or
+        comments), found with ``str.find`` (a regex with look-arounds is ten times slower).
+        ``call``: only where ``(`` follows (spaces, continuations, comments between, as Python
+        allows); ``attribute``: only where ``.`` precedes it (or may, through a comment)."""
+        key = (word, call, attribute)
+        lines = self._word_cache.get(key)
+        if lines is not None:
+            return lines
+        text, starts, find = self.text, self._lines(), self.text.find
+        size, lines = len(word), []
+        i = find(word)
+        while i >= 0:
+            end = i + size
+            if ((i == 0 or not _is_word(text[i - 1])) and (end >= len(text) or not _is_word(text[end]))
+                    and (not call or _CALL_AFTER.match(text, end)) and (not attribute or _dot_before(text, i))):
+                line = bisect.bisect_right(starts, i)
+                if not lines or lines[-1] != line:
+                    lines.append(line)
+            i = find(word, end)
+        self._word_cache[key] = lines
+        return lines
 
     def occurrences(self, words: Iterable[str], substring: bool = False,
-                    ignore_case: bool = False) -> Iterator[Tuple[ast.AST, Path, str]]:
+                    ignore_case: bool = False, lines: Optional[Iterable[int]] = None) -> Iterator[Tuple[ast.AST, Path, str]]:
         """(node, ancestors, identifier) for each identifier in code equal to one of ``words``
-        (or containing one, with ``substring``)."""
+        (or containing one, with ``substring``), on ``lines`` when the caller narrowed them."""
         words = tuple(words)
         if not words:
             return
-        alternatives = "|".join(re.escape(w) for w in sorted(words))
-        flags = re.IGNORECASE if ignore_case else 0
-        pattern = re.compile(alternatives if substring else rf"(?<!\w)(?:{alternatives})(?!\w)", flags)
+        if lines is None:
+            if substring or ignore_case:
+                alternatives = "|".join(re.escape(w) for w in sorted(words))
+                lines = self.lines_matching(re.compile(alternatives, re.IGNORECASE if ignore_case else 0))
+            else:
+                lines = sorted({line for w in words for line in self.word_lines(w)})
         wanted = {w.lower() for w in words} if ignore_case else set(words)
         seen = set()
-        for line in self.lines_matching(pattern):
+        for line in lines:
             for node, parents in self.nodes_on(line):
                 if id(node) in seen:
                     continue
@@ -236,9 +280,213 @@ class AstIndex:
                 return True
         return False
 
+    # the module functions below, reachable from a rule's ast_candidate without an import
+    keyword = staticmethod(lambda call, name: keyword(call, name))
+    double_star = staticmethod(lambda call: double_star(call))
+    literal = staticmethod(lambda node: literal(node))
+
+    def version_below(self, version: Tuple[int, int]) -> bool:
+        """May the target torch version be below ``version`` (always, when unknown)?"""
+        return self.torch_version is None or self.torch_version < version
+
+    def version_at_least(self, version: Tuple[int, int]) -> bool:
+        return self.torch_version is None or self.torch_version >= version
+
+    # -- what names stand for (an over-approximation of semantic.resolve_at) --------------------
+    def bindings(self) -> Dict[str, Set[str]]:
+        """name -> the qualified names under ``torch``/``torchvision``/``functorch`` it may stand
+        for, in any scope: imports (``import torch.nn as nn``, ``from torch import load as L``)
+        and assignments of such names (``ec = torch.cuda.empty_cache``), followed to a fixed
+        point. Every binding ``semantic.resolve_at`` can resolve through is here (it resolves a
+        name only through imports and ``x = <name or attribute>`` assignments; relative imports
+        and other bindings resolve to nothing)."""
+        if self._bindings is not None:
+            return self._bindings
+        found: Dict[str, Set[str]] = {}
+        seen = set()
+        for line in self.word_lines("import"):
+            for node, _ in self.nodes_on(line):
+                kind = type(node)
+                if (kind is not ast.Import and kind is not ast.ImportFrom) or id(node) in seen:
+                    continue
+                seen.add(id(node))
+                if kind is ast.Import:
+                    for alias in node.names:
+                        if alias.name.split(".", 1)[0] not in _ROOTS:
+                            continue
+                        if alias.asname:
+                            found.setdefault(alias.asname, set()).add(alias.name)
+                        else:
+                            top = alias.name.split(".", 1)[0]
+                            found.setdefault(top, set()).add(top)
+                elif node.level == 0 and node.module and node.module.split(".", 1)[0] in _ROOTS:
+                    for alias in node.names:
+                        if alias.name == "*":
+                            self._star.append(node.module)
+                        else:
+                            found.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+        todo = set(found)
+        for _ in range(8):  # chains of assignments; each round follows one more link
+            if not todo:
+                break
+            alternatives = "|".join(re.escape(w) for w in sorted(todo))
+            pattern = re.compile(rf"={_GAP}(?:{alternatives})(?!\w)")
+            todo = set()
+            for line in self._match_end_lines(pattern):
+                for node, parents in self.nodes_on(line):
+                    if type(node) is not ast.Name or node.id not in found or type(node.ctx) is not ast.Load:
+                        continue
+                    chain, i = [node.id], len(parents) - 1
+                    value: ast.AST = node
+                    while i >= 0 and type(parents[i]) is ast.Attribute and parents[i].value is value:
+                        value = parents[i]
+                        chain.append(value.attr)
+                        i -= 1
+                    if i < 0:
+                        continue
+                    owner = parents[i]
+                    if type(owner) is ast.Assign and owner.value is value:
+                        targets = [t.id for t in owner.targets if type(t) is ast.Name]
+                    elif type(owner) in (ast.AnnAssign, ast.NamedExpr) and owner.value is value:
+                        targets = [owner.target.id] if type(owner.target) is ast.Name else []
+                    else:
+                        continue
+                    rest = ".".join(chain[1:])
+                    values = {f"{q}.{rest}" if rest else q for q in found[node.id]}
+                    for target in targets:
+                        known = found.setdefault(target, set())
+                        if not values <= known:
+                            known |= values
+                            todo.add(target)
+        self._bindings = found
+        return found
+
+    def _match_end_lines(self, pattern: "re.Pattern[str]") -> List[int]:
+        """1-based lines where a match of ``pattern`` ends (the name after a multi-line gap), for
+        matches of an ``=`` that is not part of ``==``, ``!=``, ``<=``, ``>=``."""
+        starts = self._lines()
+        text = self.text
+        return sorted({bisect.bisect_right(starts, m.end() - 1) for m in pattern.finditer(text)
+                       if m.start() == 0 or text[m.start() - 1] not in "=!<>"})
+
+    def resolves(self, node: ast.AST, wanted: Callable[[str], bool]) -> bool:
+        """May the Name/Attribute chain ``node`` resolve to a qualified name ``wanted`` accepts?"""
+        parts = []
+        while type(node) is ast.Attribute:
+            parts.append(node.attr)
+            node = node.value
+        if type(node) is not ast.Name:
+            return False  # `f().x`, `self.x`...: rules resolve only dotted names
+        parts.reverse()
+        rest = ".".join(parts)
+        heads = set(self.bindings().get(node.id, ()))
+        heads.update(f"{m}.{node.id}" for m in self._star if node.id in STAR_EXPORTS.get(m, ()))
+        return any(wanted(canonical_name(f"{q}.{rest}" if rest else q)) for q in heads)
+
+    def qualified_calls(self, names: Collection[str], decorators: bool = False) -> List[Tuple[ast.AST, Path]]:
+        """Calls whose callee may resolve to one of the qualified ``names`` (and, with
+        ``decorators``, such names used as a decorator without a call)."""
+        names = frozenset(names)
+        if not names:
+            return []
+        wanted = names.__contains__
+        bindings = self.bindings()
+        words = {n.rsplit(".", 1)[-1] for n in names}
+        words.update(local for local, qs in bindings.items() if any(wanted(canonical_name(q)) for q in qs))
+        starred = {w for m in self._star for w in STAR_EXPORTS.get(m, ())}
+        call = not decorators
+        # a word no binding names can only be an attribute (`torch.load`), never a bare callee
+        lines = sorted({line for w in words for line in self.word_lines(
+            w, call=call, attribute=w not in bindings and w not in starred)})
+        found = []
+        for node, parents, _ in self.occurrences(words, lines=lines):
+            kind = type(node)
+            if kind is not ast.Name and kind is not ast.Attribute:
+                continue
+            parent = parents[-1]
+            if type(parent) is ast.Call and parent.func is node:
+                if self.resolves(node, wanted):
+                    found.append((parent, parents[:-1]))
+            elif decorators and node in getattr(parent, "decorator_list", ()) and self.resolves(node, wanted):
+                found.append((node, parents))
+        return found
+
+    def keyword_calls(self, *keywords: str) -> List[Tuple[ast.Call, ast.keyword, Path]]:
+        """(call, keyword, ancestors of the call) for calls passing one of ``keywords`` by name."""
+        found = []
+        for node, parents, _ in self.occurrences(keywords):
+            if type(node) is ast.keyword and type(parents[-1]) is ast.Call:
+                found.append((parents[-1], node, parents[:-1]))
+        return found
+
+    def backward_calls(self) -> bool:
+        """``x.backward()``/``x.manual_backward()`` or ``torch.autograd.backward(t)`` somewhere."""
+        return bool(self.method_calls("backward", "manual_backward")
+                    or self.qualified_calls(("torch.autograd.backward",)))
+
+    def module_init_candidate(self, bases: Collection[str]) -> bool:
+        """An ``__init__`` of a class with a base resolving to one of ``bases`` that assigns a
+        ``self`` attribute or calls ``self.register_*``/``add_module`` and either never calls
+        ``super().__init__(...)``/``Base.__init__(self, ...)`` or does so on a line at or after
+        such a store (TL905's shape). Nested functions, classes and lambdas are not looked into.
+        Sound: the rule's first store precedes its first init call in source order."""
+        wanted = frozenset(bases).__contains__
+        for node, parents, _ in self.occurrences(("__init__",)):
+            if type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef) or type(parents[-1]) is not ast.ClassDef:
+                continue
+            cls = parents[-1]
+            if node not in cls.body or not any(self.resolves(b, wanted) for b in cls.bases):
+                continue
+            if _init_may_store_first(node):
+                return True
+        return False
+
     def _aliased(self, names: Sequence[str]) -> bool:
         return any(type(node) is ast.alias and node.asname and node.asname != ident
                    for node, _, ident in self.occurrences(names))
+
+
+UNKNOWN = object()
+# `(` after the callee, through a closing bracket of a parenthesised callee: `(torch.load)(f)`
+_CALL_AFTER = re.compile(_GAP.replace("|\\(", "|\\)") + r"\(")
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _dot_before(text: str, i: int) -> bool:
+    """Is the identifier at ``i`` preceded by ``.`` (whitespace and continuations between), or
+    may it be (a line crossed on the way back could end in a comment)?"""
+    crossed = False
+    i -= 1
+    while i >= 0 and text[i] in " \t\r\n\\\f":
+        crossed = crossed or text[i] == "\n"
+        i -= 1
+    if i >= 0 and text[i] == ".":
+        return True
+    if crossed:  # `x.  # comment` then the name on the next line
+        line_start = text.rfind("\n", 0, i + 1) + 1
+        return "#" in text[line_start:i + 1]
+    return False
+
+
+def keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
+    """The value passed to ``name`` by keyword, or None."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def double_star(call: ast.Call) -> bool:
+    """Does the call pass ``**kwargs`` (which may carry any keyword)?"""
+    return any(kw.arg is None for kw in call.keywords)
+
+
+def literal(node: Optional[ast.AST]):
+    """The value of a constant (True, False, None, numbers, strings), else ``UNKNOWN``."""
+    return node.value if type(node) is ast.Constant else UNKNOWN
 
 
 def _first_line(stmt: ast.stmt) -> int:
@@ -248,14 +496,33 @@ def _first_line(stmt: ast.stmt) -> int:
     return stmt.lineno
 
 
-def _covers(node: ast.AST, line: int) -> bool:
+def _child_ranges(node: ast.AST) -> list:
+    """(child, first line, last line) of each child (0 and a huge line for nodes without a
+    position: arguments, withitem, comprehension...), statement lists of more than 8 as
+    (None, first lines, statements)."""
+    kids = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if type(value) is list:
+            if field in _STATEMENT_LISTS and len(value) > 8 and isinstance(value[0], ast.stmt):
+                kids.append((None, [_first_line(s) for s in value], value))
+                continue
+            for child in value:
+                if isinstance(child, ast.AST):
+                    kids.append(_range(child))
+        elif isinstance(value, ast.AST):
+            kids.append(_range(value))
+    return kids
+
+
+def _range(node: ast.AST) -> tuple:
     start = getattr(node, "lineno", None)
     if start is None:
-        return True  # no position (arguments, withitem, comprehension...): look inside
+        return node, 0, 1 << 60  # no position: look inside
     decorators = getattr(node, "decorator_list", None)
     if decorators:
         start = min(start, min(d.lineno for d in decorators))
-    return start <= line <= node.end_lineno
+    return node, start, node.end_lineno
 
 
 def _isinstance_argument(node: ast.AST, parents: Path) -> bool:
@@ -265,3 +532,46 @@ def _isinstance_argument(node: ast.AST, parents: Path) -> bool:
         node, parent = parent, parents[-2]
     return (type(parent) is ast.Call and type(parent.func) is ast.Name
             and parent.func.id in ("isinstance", "issubclass") and node in parent.args[1:])
+
+
+_REGISTERING = frozenset({"register_buffer", "register_parameter", "add_module", "register_module"})
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _is_self_attribute(node: ast.AST) -> bool:
+    return type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == "self"
+
+
+def _init_may_store_first(init: ast.AST) -> bool:
+    first_init_call = None  # line of the first super().__init__() / Base.__init__(self)
+    assigns = False  # any `self.x = ...` / `self.x: T` / `self.x += ...`
+    stores: List[int] = []  # lines of `self.x = <value>` and `self.register_*(...)`
+    stack = list(init.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind in _NESTED:
+            continue
+        if kind is ast.Assign:
+            if any(_is_self_attribute(t) for t in node.targets):
+                assigns = True
+                stores.append(node.lineno)
+        elif kind is ast.AnnAssign or kind is ast.AugAssign:
+            if _is_self_attribute(node.target):
+                assigns = True
+                if kind is ast.AnnAssign and node.value is not None:
+                    stores.append(node.lineno)
+        elif kind is ast.Call and type(node.func) is ast.Attribute:
+            func = node.func
+            if func.attr in _REGISTERING and type(func.value) is ast.Name and func.value.id == "self":
+                stores.append(node.lineno)
+            elif func.attr == "__init__":
+                receiver = func.value
+                if ((type(receiver) is ast.Call and type(receiver.func) is ast.Name and receiver.func.id == "super")
+                        or (node.args and type(node.args[0]) is ast.Name and node.args[0].id == "self")):
+                    if first_init_call is None or node.lineno < first_init_call:
+                        first_init_call = node.lineno
+        stack.extend(ast.iter_child_nodes(node))
+    if first_init_call is None:
+        return assigns or bool(stores)
+    return any(line <= first_init_call for line in stores)

@@ -182,8 +182,15 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
     # sends the file to libcst anyway, and running a few more rules on a parsed tree is cheaper
     # than asking (on transformers the questions cost ~2 s of CPU where nothing was spared).
     if tree is not None and by_text and all(r.ast_candidate is not None for r in by_text):
-        index = AstIndex(tree, text)
-        by_text = [r for r in by_text if r.ast_candidate(index)]
+        index = AstIndex(tree, text, version)
+        # Once one rule has a candidate site the file goes to libcst anyway: the rules not asked
+        # yet are kept (running a rule on a parsed tree costs less than the question).
+        for i, rule in enumerate(by_text):
+            if rule.ast_candidate(index):
+                by_text = by_text[i:]  # those before it answered no
+                break
+        else:
+            by_text = []
     if not with_facts:
         return by_text
     kept = set(by_text)
