@@ -257,7 +257,9 @@ def test_initialize_advertises_capabilities(start):
     caps = client.initialize_result["capabilities"]
     assert client.initialize_result["serverInfo"]["name"] == "torchlint"
     assert caps["positionEncoding"] == "utf-16"
-    assert caps["codeActionProvider"] == {"codeActionKinds": ["quickfix", "source.fixAll.torchlint"], "resolveProvider": True}
+    assert caps["codeActionProvider"] == {
+        "codeActionKinds": ["quickfix", "source.fixAll.torchlint", "notebook.source.fixAll.torchlint"], "resolveProvider": True,
+    }
     assert caps["textDocumentSync"]["openClose"] is True
     assert caps["textDocumentSync"]["save"] == {"includeText": False}
     registration = client.wait_for(lambda m: m.get("method") == "client/registerCapability")

@@ -726,12 +726,13 @@ def _touches_masked(cell: ProgramCell, start: int, end: int) -> bool:
     return False
 
 
-_ADDED_IMPORT = re.compile(r"\n?(import [\w.]+(?: as \w+)?)\n?")
+_ADDED_IMPORT = re.compile(r"\n*(import [\w.]+(?: as \w+)?)\n*")
 
 
 def _relocate_imports(program: Program, edits: List[Edit]) -> List[Edit]:
     """An insertion that only adds ``import x`` goes after the import block of the first code
-    cell that holds imports, when that is still before the fix's other edits."""
+    cell that holds imports, when that is still before the fix's other edits (one the rule
+    already put in that cell, sorted among its imports, stays)."""
     locator = program.locator
     adds = [e for e in edits if e.location == e.end_location and _ADDED_IMPORT.fullmatch(e.content)]
     if not adds or len(adds) == len(edits):
@@ -739,10 +740,13 @@ def _relocate_imports(program: Program, edits: List[Edit]) -> List[Edit]:
     target = _import_anchor(program)
     if target is None:
         return edits
+    target_cell = program.cell_at(locator.offset(target))
     others = min(locator.offset(e.location) for e in edits if e not in adds)
     out = []
     for e in edits:
-        if e in adds and locator.offset(target) <= others:
+        if e in adds and program.cell_at(locator.offset(e.location)) is target_cell:
+            out.append(e)
+        elif e in adds and locator.offset(target) <= others:
             line = _ADDED_IMPORT.fullmatch(e.content).group(1)
             out.append(Edit(target, target, "\n" + line))
         else:

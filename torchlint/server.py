@@ -6,7 +6,10 @@ point. Settings come from the nearest ``pyproject.toml`` (``SettingsResolver``, 
 workspace) and are reloaded when a ``pyproject.toml`` or a file the declared torch version comes
 from (``requirements*.txt``, ``setup.cfg``, ``setup.py``, ``environment.yml``) changes. A ``.ipynb``
 file opened as a text document is linted as a notebook (``notebook.lint_for_editor``: findings and
-fixes in its JSON text); LSP notebook documents (``vscode-notebook-cell:`` cells) are not supported.
+fixes in its JSON text). LSP 3.17 notebook documents (VS Code's notebook editor) are synced through
+``notebookDocument/*``: the code cells are linted as one program (``notebook.lint_cells``), findings
+are published on each cell's URI, and quick fixes, ``source.fixAll.torchlint`` (the findings of one
+cell) and ``notebook.source.fixAll.torchlint`` (the whole notebook) edit the cells.
 
 The module imports without pygls, so ``torchlint server`` can say how to install it.
 """
@@ -22,6 +25,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from urllib.parse import unquote
 
 from torchlint.diagnostics import SAFE, Diagnostic, Location
 from torchlint.fixer import effective_fixes
@@ -31,12 +35,21 @@ from torchlint.source import is_notebook_path
 SOURCE = "torchlint"
 FIX_ALL_KIND = "source.fixAll.torchlint"
 FIX_ALL_TITLE = "Fix all torchlint findings"
+#: A notebook-level kind (VS Code's ``notebook.codeActionsOnSave``): one edit over every cell.
+NOTEBOOK_FIX_ALL_KIND = "notebook.source.fixAll.torchlint"
+CELL_FIX_ALL_TITLE = "Fix all torchlint findings in this cell"
+NOTEBOOK_FIX_ALL_TITLE = "Fix all torchlint findings in the notebook"
 DEFAULT_DEBOUNCE_MS = 150
 # Engine findings (the file cannot be parsed or read) are errors; rule findings are warnings.
 ERROR_CODES = frozenset({"TL001", "TL002"})
 PYTHON_SUFFIXES = (".py", ".pyi")
-# Editors send notebook cells as text documents with these schemes; notebooks are out of scope.
+# Notebook cells sent as plain text documents (without notebook sync) are not linted: a cell
+# alone is not the program. Cells come through ``notebookDocument/*`` instead.
 NOTEBOOK_SCHEMES = ("vscode-notebook-cell", "notebook-cell")
+#: The notebooks and cells the server asks to be synced (the Jupyter notebook type in VS Code;
+#: markdown cells too, so that cell numbers in messages count every cell as the editor does).
+NOTEBOOK_TYPE = "jupyter-notebook"
+NOTEBOOK_CELL_LANGUAGES = ("python", "markdown")
 
 logger = logging.getLogger("torchlint.server")
 
@@ -155,6 +168,36 @@ def document_target(uri: str, language_id: Optional[str]) -> Optional[DocumentTa
     return DocumentTarget(name, False)
 
 
+def notebook_target(uri: str) -> DocumentTarget:
+    """The path to lint a notebook document as: its file, or a name for an untitled notebook."""
+    from pygls.uris import to_fs_path, uri_scheme
+
+    if (uri_scheme(uri) or "") == "file":
+        return DocumentTarget(to_fs_path(uri) or "notebook.ipynb", True)
+    name = uri.rsplit("/", 1)[-1].split(":", 1)[-1] or "untitled"
+    return DocumentTarget(name if name.endswith(".ipynb") else name + ".ipynb", False)
+
+
+@dataclass(frozen=True)
+class CellSnapshot:
+    """One cell of a notebook document as it was when a lint started."""
+
+    uri: str
+    kind: str  # "code" (a Python code cell), "markdown", or "raw" (a code cell in another language)
+    version: Optional[int]
+    text: str
+
+
+@dataclass
+class NotebookResult:
+    cells: Tuple[CellSnapshot, ...]
+    diagnostics: Dict[str, List[Diagnostic]]  # cell URI -> its findings, positioned in the cell
+    settings: Any
+    path: str
+    config_error: Optional[str] = None
+    internal_error: Optional[str] = None
+
+
 @dataclass
 class Session:
     """Server state that is not protocol: settings, the open documents, last results,
@@ -167,6 +210,10 @@ class Session:
     documents: Dict[str, Optional[str]] = field(default_factory=dict)  # open URI -> languageId
     results: Dict[str, LintResult] = field(default_factory=dict)
     pending: Dict[str, "asyncio.Task"] = field(default_factory=dict)
+    #: open notebook documents -> the cell URIs whose last publish had findings
+    notebooks: Dict[str, Set[str]] = field(default_factory=dict)
+    notebook_results: Dict[str, NotebookResult] = field(default_factory=dict)
+    notebook_pending: Dict[str, "asyncio.Task"] = field(default_factory=dict)
     shown_errors: Set[str] = field(default_factory=set)
     config_error: Optional[str] = None
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "torchlint-lint"))
@@ -259,6 +306,8 @@ class Session:
         settings, config_error = self.settings_for(target)
         if target.on_disk and settings.is_excluded(target.path):
             return LintResult(version, text, [], settings, target.path, config_error)
+        if target.path.endswith(".ipynb") and not settings.include_notebooks:
+            return LintResult(version, text, [], settings, target.path, config_error)
         try:
             if target.path.endswith(".ipynb"):  # the notebook's JSON, or a client's Python view of it
                 from torchlint.notebook import lint_for_editor
@@ -285,6 +334,44 @@ class Session:
             return None
         try:
             return fix_all_text(text, target.path, settings)
+        except Exception:  # a rule bug: offer no fix-all rather than fail the request
+            logger.exception("internal error fixing %s", uri)
+            return None
+
+
+    def lint_notebook(self, uri: str, cells: Tuple[CellSnapshot, ...]) -> NotebookResult:
+        """Runs on the lint thread: the notebook's code cells as one program, findings by cell."""
+        from torchlint.notebook import lint_cells
+
+        target = notebook_target(uri)
+        settings, config_error = self.settings_for(target)
+        result = NotebookResult(cells, {}, settings, target.path, config_error)
+        if not settings.include_notebooks or (target.on_disk and settings.is_excluded(target.path)):
+            return result
+        try:
+            found = effective_fixes(lint_cells([(c.kind, c.text) for c in cells], target.path, settings), settings)
+        except Exception as exc:  # a rule bug must not take the server down
+            logger.exception("internal error linting %s", uri)
+            result.internal_error = f"torchlint: internal error on {target.path}: {exc.__class__.__name__}: {exc}"
+            return result
+        first_code = next((c for c in cells if c.kind == "code"), None)
+        for d in found:
+            cell = cells[d.cell - 1] if d.cell is not None and 1 <= d.cell <= len(cells) else first_code
+            if cell is not None:
+                result.diagnostics.setdefault(cell.uri, []).append(d)
+        return result
+
+    def fix_notebook(self, uri: str, cells: Tuple[CellSnapshot, ...], only_cell: Optional[int]) -> Optional[Dict[int, str]]:
+        """Cell number -> fixed source of each cell the safe fixes change (of ``only_cell``'s
+        findings, or all); None when there is nothing to do or a fix would break the code."""
+        from torchlint.notebook import fix_cells
+
+        target = notebook_target(uri)
+        settings, _ = self.settings_for(target)
+        if not settings.include_notebooks or (target.on_disk and settings.is_excluded(target.path)):
+            return None
+        try:
+            return fix_cells([(c.kind, c.text) for c in cells], target.path, settings, only_cell=only_cell)
         except Exception:  # a rule bug: offer no fix-all rather than fail the request
             logger.exception("internal error fixing %s", uri)
             return None
@@ -319,7 +406,16 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
 
     from torchlint import __version__
 
-    server = LanguageServer("torchlint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+    notebook_sync = lsp.NotebookDocumentSyncOptions(
+        notebook_selector=[lsp.NotebookDocumentFilterWithCells(
+            notebook=NOTEBOOK_TYPE, cells=[lsp.NotebookCellLanguage(language) for language in NOTEBOOK_CELL_LANGUAGES],
+        )],
+        save=True,
+    )
+    server = LanguageServer(
+        "torchlint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+        notebook_document_sync=notebook_sync,
+    )
     session = Session(root=os.getcwd(), debounce=debounce_ms / 1000.0)
     server.torchlint_session = session  # for tests and debugging
 
@@ -333,14 +429,15 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         start, end = json_range["start"], json_range["end"]
         return lsp.Range(lsp.Position(start["line"], start["character"]), lsp.Position(end["line"], end["character"]))
 
-    def to_lsp(d: Diagnostic, pm: PositionMap, result: LintResult) -> "lsp.Diagnostic":
-        data: Dict[str, Any] = {"version": result.version}
+    def to_lsp(d: Diagnostic, pm: PositionMap, version: Optional[int], edit_json=None) -> "lsp.Diagnostic":
+        """``edit_json``: how a fix edit travels when it may land in another document (a cell)."""
+        data: Dict[str, Any] = {"version": version}
         if d.fix is not None:
             data["fix"] = {
                 "applicability": d.fix.applicability,
                 "message": d.fix.message,
                 "edits": [
-                    {"range": pm.range(e.location, e.end_location), "newText": e.content}
+                    edit_json(e) if edit_json else {"range": pm.range(e.location, e.end_location), "newText": e.content}
                     for e in d.fix.edits
                 ],
             }
@@ -362,7 +459,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         pm = PositionMap(result.text, session.encoding)
         session.results[uri] = result
         server.text_document_publish_diagnostics(
-            lsp.PublishDiagnosticsParams(uri=uri, version=result.version, diagnostics=[to_lsp(d, pm, result) for d in result.diagnostics])
+            lsp.PublishDiagnosticsParams(uri=uri, version=result.version, diagnostics=[to_lsp(d, pm, result.version) for d in result.diagnostics])
         )
 
     async def lint_later(uri: str, delay: float) -> None:
@@ -393,6 +490,134 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     def relint_all() -> None:
         for uri in list(session.documents):
             schedule(uri, 0)
+        for uri in list(session.notebooks):
+            schedule_notebook(uri, 0)
+
+    # -- notebook documents (LSP 3.17): pygls keeps the notebook and its cells' text ----------
+
+    def notebook_cells(uri: str) -> Optional[Tuple[CellSnapshot, ...]]:
+        notebook = server.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None:
+            return None
+        docs = server.workspace.text_documents
+        cells = []
+        for cell in notebook.cells:
+            doc = docs.get(unquote(cell.document))
+            if cell.kind == lsp.NotebookCellKind.Markup:
+                kind = "markdown"
+            elif doc is not None and (doc.language_id or "python") == "python":
+                kind = "code"
+            else:
+                kind = "raw"  # a code cell in another language (or not synced): not Python
+            cells.append(CellSnapshot(cell.document, kind, doc.version if doc else None, doc.source if doc else ""))
+        return tuple(cells)
+
+    def notebook_of_cell(uri: str) -> Optional[str]:
+        notebook = server.workspace.get_notebook_document(cell_uri=uri)
+        return notebook.uri if notebook is not None and notebook.uri in session.notebooks else None
+
+    def open_version(uri: str) -> Optional[int]:
+        doc = server.workspace.text_documents.get(unquote(uri))
+        return doc.version if doc is not None else None
+
+    def clear(uris) -> None:
+        for uri in uris:
+            server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def publish_notebook(uri: str, result: NotebookResult) -> None:
+        if result.config_error:
+            show_once(f"torchlint: {result.config_error} (using default settings until it is fixed)")
+        if result.internal_error:
+            show_once(result.internal_error)
+        session.notebook_results[uri] = result
+        maps: Dict[str, PositionMap] = {}
+
+        def position_map(cell: CellSnapshot) -> PositionMap:
+            if cell.uri not in maps:
+                maps[cell.uri] = PositionMap(cell.text, session.encoding)
+            return maps[cell.uri]
+
+        def edit_json(home: CellSnapshot):
+            def convert(e) -> dict:  # a fix edit (diagnostics.Edit) naming its cell
+                cell = result.cells[e.cell - 1] if e.cell is not None and 1 <= e.cell <= len(result.cells) else home
+                return {"uri": cell.uri, "version": cell.version,
+                        "range": position_map(cell).range(e.location, e.end_location), "newText": e.content}
+            return convert
+
+        before = session.notebooks.get(uri, set())
+        with_findings: Set[str] = set()
+        for cell in result.cells:
+            found = result.diagnostics.get(cell.uri, [])
+            if not found and cell.uri not in before:
+                continue
+            if found:
+                with_findings.add(cell.uri)
+            pm = position_map(cell)
+            server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
+                uri=cell.uri, version=cell.version, diagnostics=[to_lsp(d, pm, cell.version, edit_json(cell)) for d in found],
+            ))
+        clear(before - {c.uri for c in result.cells})  # cells removed meanwhile
+        session.notebooks[uri] = with_findings
+
+    async def lint_notebook_later(uri: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        cells = notebook_cells(uri)
+        if cells is None:
+            return
+        result = await asyncio.get_running_loop().run_in_executor(session.executor, session.lint_notebook, uri, cells)
+        if session.notebook_pending.get(uri) is not asyncio.current_task():
+            return
+        session.notebook_pending.pop(uri, None)
+        now = notebook_cells(uri)
+        if uri not in session.notebooks or now is None or [(c.uri, c.kind, c.version) for c in now] != [
+            (c.uri, c.kind, c.version) for c in cells
+        ]:
+            return  # closed or edited meanwhile: a newer lint is on its way
+        publish_notebook(uri, result)
+
+    def schedule_notebook(uri: str, delay: float) -> None:
+        if uri not in session.notebooks:
+            return
+        previous = session.notebook_pending.get(uri)
+        if previous is not None:
+            previous.cancel()
+        session.notebook_pending[uri] = asyncio.ensure_future(lint_notebook_later(uri, delay))
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def notebook_did_open(params: lsp.DidOpenNotebookDocumentParams) -> None:
+        session.notebooks.setdefault(params.notebook_document.uri, set())
+        schedule_notebook(params.notebook_document.uri, 0)
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_did_change(params: lsp.DidChangeNotebookDocumentParams) -> None:
+        uri = params.notebook_document.uri
+        cells = params.change.cells
+        if uri not in session.notebooks or cells is None:
+            return  # notebook metadata only
+        structure = cells.structure
+        if structure and structure.did_close:
+            published = session.notebooks[uri]
+            closed = {c.uri for c in structure.did_close} & published
+            published -= closed
+            clear(sorted(closed))
+        if structure or cells.text_content:  # not for outputs, execution summaries, cell metadata
+            schedule_notebook(uri, session.debounce)
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_SAVE)
+    def notebook_did_save(params: lsp.DidSaveNotebookDocumentParams) -> None:
+        schedule_notebook(params.notebook_document.uri, 0)
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_did_close(params: lsp.DidCloseNotebookDocumentParams) -> None:
+        uri = params.notebook_document.uri
+        task = session.notebook_pending.pop(uri, None)
+        if task is not None:
+            task.cancel()
+        session.notebook_results.pop(uri, None)
+        published = session.notebooks.pop(uri, None)
+        if published is not None:  # every cell, so that no finding outlives the notebook
+            clear(sorted(published | {c.uri for c in params.cell_text_documents}))
 
     def is_pyproject(uri: str) -> bool:
         """A config or dependency file (the declared torch version), or a file one includes."""
@@ -502,6 +727,18 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             ])
         return lsp.WorkspaceEdit(changes={uri: edits})
 
+    def workspace_edits(docs: List[Tuple[str, Optional[int], List["lsp.TextEdit"]]]) -> "lsp.WorkspaceEdit":
+        """One edit over several documents (the cells of a notebook)."""
+        if len(docs) == 1:
+            return workspace_edit(*docs[0])
+        caps = server.client_capabilities.workspace
+        if caps and caps.workspace_edit and caps.workspace_edit.document_changes:
+            return lsp.WorkspaceEdit(document_changes=[
+                lsp.TextDocumentEdit(lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits)
+                for uri, version, edits in docs
+            ])
+        return lsp.WorkspaceEdit(changes={uri: edits for uri, _, edits in docs})
+
     def quick_fixes(uri: str, version: Optional[int], diagnostics: Sequence["lsp.Diagnostic"]) -> List["lsp.CodeAction"]:
         actions = []
         for diagnostic in diagnostics:
@@ -510,17 +747,21 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             fix = diagnostic.data.get("fix")
             if not fix or diagnostic.data.get("version") != version:
                 continue  # no fix, or found in an older text: the edits would land in the wrong place
-            edits = [
-                lsp.TextEdit(lsp_range(e["range"]), e["newText"])
-                for e in fix["edits"]
-            ]
+            # A notebook cell's fix may also edit another cell (an added import): each such edit
+            # names its cell and that cell's version, which must still be current.
+            docs: Dict[str, Tuple[Optional[int], List[lsp.TextEdit]]] = {}
+            for e in fix["edits"]:
+                target, target_version = e.get("uri", uri), e.get("version", version)
+                docs.setdefault(target, (target_version, []))[1].append(lsp.TextEdit(lsp_range(e["range"]), e["newText"]))
+            if any(target != uri and open_version(target) != v for target, (v, _) in docs.items()):
+                continue
             unsafe = fix["applicability"] != SAFE
             actions.append(lsp.CodeAction(
                 title=f"{fix['message']} (unsafe)" if unsafe else fix["message"],
                 kind=lsp.CodeActionKind.QuickFix,
                 diagnostics=[diagnostic],
                 is_preferred=not unsafe,
-                edit=workspace_edit(uri, version, edits),
+                edit=workspace_edits([(target, v, edits) for target, (v, edits) in docs.items()]),
             ))
         return actions
 
@@ -542,6 +783,56 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         edit = lsp.TextEdit(lsp.Range(lsp.Position(*pm.from_offset(start)), lsp.Position(*pm.from_offset(end))), content)
         return lsp.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL_KIND, edit=workspace_edit(uri, version, [edit]))
 
+    def cell_has_safe_fix(notebook_uri: str, uri: str, version: Optional[int]) -> bool:
+        result = session.notebook_results.get(notebook_uri)
+        if result is None or not any(c.uri == uri and c.version == version for c in result.cells):
+            return False
+        return any(d.fix is not None and d.fix.applicability == SAFE for d in result.diagnostics.get(uri, ()))
+
+    async def notebook_fix_all_action(uri: str, notebook_uri: str, whole: bool) -> Optional["lsp.CodeAction"]:
+        """Fix-all for the findings of the cell ``uri`` (``source.fixAll``) or of the whole
+        notebook (``notebook.source.fixAll``): one versioned edit per changed cell."""
+        cells = notebook_cells(notebook_uri)
+        if cells is None:
+            return None
+        number = next((n for n, c in enumerate(cells, 1) if c.uri == uri), None)
+        if number is None:
+            return None
+        fixed = await asyncio.get_running_loop().run_in_executor(
+            session.executor, session.fix_notebook, notebook_uri, cells, None if whole else number)
+        if not fixed:
+            return None
+        docs = []
+        for n, new_text in sorted(fixed.items()):
+            cell = cells[n - 1]
+            start, end, content = minimal_replacement(cell.text, new_text)
+            pm = PositionMap(cell.text, session.encoding)
+            span = lsp.Range(lsp.Position(*pm.from_offset(start)), lsp.Position(*pm.from_offset(end)))
+            docs.append((cell.uri, cell.version, [lsp.TextEdit(span, content)]))
+        if whole:
+            return lsp.CodeAction(title=NOTEBOOK_FIX_ALL_TITLE, kind=NOTEBOOK_FIX_ALL_KIND, edit=workspace_edits(docs))
+        return lsp.CodeAction(title=CELL_FIX_ALL_TITLE, kind=FIX_ALL_KIND, edit=workspace_edits(docs))
+
+    async def cell_code_actions(uri: str, notebook_uri: str, params: "lsp.CodeActionParams") -> Optional[List["lsp.CodeAction"]]:
+        version = open_version(uri)
+        only = params.context.only
+        actions: List[lsp.CodeAction] = []
+        if _kind_wanted(lsp.CodeActionKind.QuickFix, only):
+            actions.extend(quick_fixes(uri, version, params.context.diagnostics))
+        wanted = []
+        if (only and _kind_wanted(FIX_ALL_KIND, only)) or (not only and cell_has_safe_fix(notebook_uri, uri, version)):
+            wanted.append((FIX_ALL_KIND, CELL_FIX_ALL_TITLE, False))
+        if only and _kind_wanted(NOTEBOOK_FIX_ALL_KIND, only):
+            wanted.append((NOTEBOOK_FIX_ALL_KIND, NOTEBOOK_FIX_ALL_TITLE, True))
+        for kind, title, whole in wanted:
+            if lazy_edits():
+                actions.append(lsp.CodeAction(title=title, kind=kind, data={"uri": uri, "version": version}))
+            else:
+                action = await notebook_fix_all_action(uri, notebook_uri, whole)
+                if action is not None:
+                    actions.append(action)
+        return actions or None
+
     def lazy_edits() -> bool:
         caps = server.client_capabilities.text_document
         support = caps and caps.code_action and caps.code_action.resolve_support
@@ -549,10 +840,15 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
 
     @server.feature(
         lsp.TEXT_DOCUMENT_CODE_ACTION,
-        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True),
+        lsp.CodeActionOptions(
+            code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND, NOTEBOOK_FIX_ALL_KIND], resolve_provider=True,
+        ),
     )
     async def code_action(params: lsp.CodeActionParams) -> Optional[List[lsp.CodeAction]]:
         uri = params.text_document.uri
+        notebook_uri = notebook_of_cell(uri)
+        if notebook_uri is not None:
+            return await cell_code_actions(uri, notebook_uri, params)
         if uri not in session.documents:
             return None
         version = server.workspace.get_text_document(uri).version
@@ -574,6 +870,11 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     async def code_action_resolve(action: lsp.CodeAction) -> lsp.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
         uri = data.get("uri")
+        notebook_uri = notebook_of_cell(uri) if isinstance(uri, str) else None
+        if notebook_uri is not None and action.kind in (FIX_ALL_KIND, NOTEBOOK_FIX_ALL_KIND):
+            resolved = await notebook_fix_all_action(uri, notebook_uri, action.kind == NOTEBOOK_FIX_ALL_KIND)
+            action.edit = resolved.edit if resolved else lsp.WorkspaceEdit(changes={uri: []})
+            return action
         if action.kind != FIX_ALL_KIND or uri not in session.documents:
             return action
         resolved = await fix_all_action(uri)
@@ -582,9 +883,10 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
 
     @server.feature(lsp.SHUTDOWN)
     def shutdown(params: Any = None) -> None:
-        for task in session.pending.values():
+        for task in list(session.pending.values()) + list(session.notebook_pending.values()):
             task.cancel()
         session.pending.clear()
+        session.notebook_pending.clear()
         session.executor.shutdown(wait=False, cancel_futures=True)
 
     return server
