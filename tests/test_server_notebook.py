@@ -244,3 +244,20 @@ def test_python_files_are_unchanged_beside_a_notebook(start, workspace):
     [action] = code_action(client, uri, [d], only=["quickfix"])
     assert action["edit"] == {"documentChanges": [{"textDocument": {"uri": uri, "version": 1}, "edits": d["data"]["fix"]["edits"]}]}
     assert code_action(client, uri, [], only=["notebook.source.fixAll"]) is None
+
+
+def test_notebook_fix_all_is_resolved_lazily_when_the_client_can(start, workspace):
+    caps = {
+        "textDocument": {"codeAction": {"resolveSupport": {"properties": ["edit"]}}},
+        "notebookDocument": {"synchronization": {}},
+    }
+    client = start(capabilities=caps)
+    nb = Notebook(client, uri_of(workspace / "nb.ipynb"), [("code", "import torch\n"), ("code", ZEROS), ("code", ZEROS)])
+    nb.open()
+    nb.diagnostics([1, 2])
+    [action] = code_action(client, nb.cell_uri(0), [], only=["notebook.source.fixAll.torchlint"])
+    assert action["kind"] == "notebook.source.fixAll.torchlint" and "edit" not in action
+    resolved = client.request("codeAction/resolve", action)
+    # No documentChanges support declared: a plain `changes` map, one edit per changed cell.
+    edit = {"range": {"start": {"line": 1, "character": 17}, "end": {"line": 1, "character": 24}}, "newText": ', device="cuda"'}
+    assert resolved["edit"] == {"changes": {nb.cell_uri(1): [edit], nb.cell_uri(2): [edit]}}
