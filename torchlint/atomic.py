@@ -19,7 +19,7 @@ import re
 import stat
 import tempfile
 import time
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 TMP_PREFIX = ".torchlint-"
 TMP_SUFFIX = ".tmp"
@@ -89,7 +89,7 @@ def atomic_write_text(path: str, text: str) -> None:
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-_renameat2 = None
+_renameat2: Any = None  # renameat2 from libc, False where there is none
 
 
 def _exchange(a: str, b: str) -> bool:

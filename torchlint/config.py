@@ -63,7 +63,7 @@ def expand_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
     from torchlint.rules import code_for, known_codes
 
     codes = known_codes()
-    out = set()
+    out: Set[str] = set()
     for selector in selectors:
         sel = selector.strip()
         if sel.upper() == "ALL":
@@ -405,7 +405,9 @@ def settings_from_pyproject(
     explicit = "target-torch-version" in (table or {}) or (overrides is not None and overrides.target_torch_version is not None)
     if not explicit:
         if declared_version is None:
-            from torchlint.dependencies import declared_torch_version as declared_version
+            from torchlint.dependencies import declared_torch_version
+
+            declared_version = declared_torch_version
         declared = declared_version(path.parent, data if path.name == "pyproject.toml" else None)
         if declared:
             settings = replace(settings, target_torch_version=declared)

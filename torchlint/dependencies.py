@@ -432,7 +432,7 @@ def _setup_py(project: ProjectDependencies, path: Path) -> None:
         node = resolve(node)
         if isinstance(node, ast.Dict):
             return [
-                (k.value if isinstance(k, ast.Constant) else "?", v)
+                (k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else "?", v)
                 for k, v in zip(node.keys, node.values) if k is not None
             ]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":

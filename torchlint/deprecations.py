@@ -33,7 +33,7 @@ def _d(name, deprecated, removed, replacement, hint="", pure=False, pure_args=No
     return Deprecation(name, deprecated, removed, replacement, pure, pure_args, since, hint)
 
 
-_INPUT_ONLY = (1, frozenset())
+_INPUT_ONLY: Tuple[int, FrozenSet[str]] = (1, frozenset())
 
 DEPRECATIONS: Dict[str, Deprecation] = {d.name: d for d in (
     # linear algebra: torch.linalg since 1.8/1.9

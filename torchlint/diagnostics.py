@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 SAFE = "safe"
 UNSAFE = "unsafe"
@@ -31,7 +31,7 @@ class Edit:
     cell: Optional[int] = None
 
     def to_json(self) -> dict:
-        data = {
+        data: Dict[str, Any] = {
             "content": self.content,
             "location": self.location.to_json(),
             "end_location": self.end_location.to_json(),

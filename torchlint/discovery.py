@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Pattern
 
 from torchlint.config import SettingsResolver, glob_to_regex
 
@@ -34,7 +34,7 @@ class IgnoreRule:
     negated: bool
     dir_only: bool
     anchored: bool
-    regex: object
+    regex: Pattern[str]
 
 
 def parse_gitignore(text: str) -> List[IgnoreRule]:

@@ -72,13 +72,14 @@ def effective_fixes(diagnostics: List[Diagnostic], settings) -> List[Diagnostic]
     fixable = settings.fixable_codes
     out = []
     for d in diagnostics:
-        if d.fix is not None:
+        fix = d.fix
+        if fix is not None:
             if d.code not in fixable:
                 d = dataclasses.replace(d, fix=None)
             else:
-                applicability = resolve_applicability(d.code, d.fix.applicability, settings)
-                if applicability != d.fix.applicability:
-                    d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, applicability=applicability))
+                applicability = resolve_applicability(d.code, fix.applicability, settings)
+                if applicability != fix.applicability:
+                    d = dataclasses.replace(d, fix=dataclasses.replace(fix, applicability=applicability))
         out.append(d)
     return out
 
@@ -127,7 +128,7 @@ def select_fixes(diagnostics: Sequence[Diagnostic], text: str, unsafe: bool):
     fixed: List[Diagnostic] = []
     broken: List[str] = []
     for d in diagnostics:
-        if not is_applicable(d.fix, unsafe):
+        if d.fix is None or not is_applicable(d.fix, unsafe):
             continue
         spans = sorted(  # stable: two insertions at one offset keep the rule's order
             ((locator.offset(e.location), locator.offset(e.end_location), e.content) for e in d.fix.edits),

@@ -24,7 +24,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, Dict, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -238,7 +238,7 @@ def _largest_statement_row(text: str, tree: ast.Module) -> int:
     def size(node: ast.stmt) -> int:
         end = getattr(node, "body", [node])[0] if isinstance(getattr(node, "body", None), list) else node
         if end is node:
-            return starts[node.end_lineno - 1] + node.end_col_offset - starts[node.lineno - 1] - node.col_offset
+            return starts[node.end_lineno - 1] + node.end_col_offset - starts[node.lineno - 1] - node.col_offset  # type: ignore[operator]  # set by ast.parse
         return starts[end.lineno - 1] - starts[node.lineno - 1]
 
     statements = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
@@ -262,7 +262,7 @@ def tree_depth(tree: ast.AST):
                 push((value, depth + max(i, 1), line))
             continue
         for name in node._fields:
-            value = getattr(node, name, None)
+            value = getattr(node, name, None)  # type: ignore[assignment]  # any field, not only an expr
             if isinstance(value, list):
                 for item in value:
                     if isinstance(item, ast.AST):
@@ -283,7 +283,7 @@ def deep_call(fn: Callable[..., T], *args) -> T:
     code (libcst's code generation, rules' helpers) on trees deeper than Python's default limit
     of 1,000 frames allows. The stack is reserved, not committed: only what is used costs
     memory. The result, or the exception, is the caller's."""
-    outcome = {}
+    outcome: Dict[str, Any] = {}
 
     def run() -> None:
         try:

@@ -20,6 +20,7 @@ from torchlint.workers import reraise_interrupt
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.cache import Cache
+    from torchlint.project import FileFacts
     from torchlint.config import Settings, SettingsResolver
 
 # A pool costs ~30 ms to fork and more to feed; below this much work one process is faster.
@@ -245,7 +246,7 @@ def lint_paths(
     settings_ids: Dict[int, int] = {}
     settings_list: List["Settings"] = []
     index_of: Dict[str, int] = {}
-    stats: Dict[str, object] = {}
+    stats: Dict[str, Optional[os.stat_result]] = {}
     summaries: Dict[str, dict] = {}
     first_todo: List[str] = []
     for path in files:
@@ -287,8 +288,8 @@ def lint_paths(
     from torchlint.project import ProjectIndex
 
     project = ProjectIndex(summaries) if summaries else None
-    todo: List[Tuple[str, int, object]] = []
-    facts_of: Dict[str, object] = {}
+    todo: List[tuple] = []
+    facts_of: Dict[str, "FileFacts"] = {}
     for path in files:
         facts = project.facts_for(path) if project is not None else EMPTY_FACTS
         facts_of[path] = facts

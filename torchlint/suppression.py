@@ -88,6 +88,7 @@ def filter_suppressed(text: str, diagnostics: List[Diagnostic], path: Optional[s
     if exempt:
         diagnostics = [d for d in diagnostics if d.code not in exempt]
     if judge and not (exempt and UNUSED_NOQA in exempt):
+        assert path is not None and enabled is not None  # judge says so
         # codes exempted file-wide are not judged: the line's directive takes over if that goes
         diagnostics = diagnostics + unused_noqa(text, path, diagnostics, enabled - (exempt or frozenset()))
         if not diagnostics:
@@ -100,7 +101,8 @@ def filter_suppressed(text: str, diagnostics: List[Diagnostic], path: Optional[s
     for d in diagnostics:
         suppressed = False
         for row in d.noqa_rows or (d.location.row,):
-            if row in noqa and (noqa[row] is ALL or d.code in noqa[row]):
+            codes = noqa.get(row, frozenset())
+            if codes is ALL or (codes is not None and d.code in codes):
                 suppressed = True
                 break
         if not suppressed:
@@ -201,10 +203,10 @@ def unused_noqa(text: str, path: str, diagnostics: Sequence[Diagnostic], enabled
         removed = {start for _, start, _ in unused + unknown}
         fix = Fix(UNUSED_NOQA_FIX, "Remove the unused `noqa` directive" if len(removed) == len(directive.codes)
                   else "Remove the unused codes", _removal(directive, removed))
-        start, end = Location(directive.row, directive.start + 1), Location(directive.row, directive.end + 1)
+        begin, stop = Location(directive.row, directive.start + 1), Location(directive.row, directive.end + 1)
         out.append(Diagnostic(
             UNUSED_NOQA, ENGINE_CODES[UNUSED_NOQA][0], f"Unused `noqa` directive ({'; '.join(parts)})",
-            path, start, end, fix, directive.row, (directive.row,),
+            path, begin, stop, fix, directive.row, (directive.row,),
         ))
     return out
 

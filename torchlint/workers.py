@@ -114,10 +114,10 @@ def kill_pool(pool) -> None:
 def reraise_interrupt(exc: BaseException) -> None:
     """Re-raise a KeyboardInterrupt that a ``finally:`` or ``except`` turned into ``exc``: Ctrl-C
     must end the run, never become a per-file "internal error"."""
-    seen = exc
+    seen = exc.__context__
     for _ in range(100):
-        seen = seen.__context__
         if seen is None:
             return
         if isinstance(seen, KeyboardInterrupt):
             raise KeyboardInterrupt from exc
+        seen = seen.__context__

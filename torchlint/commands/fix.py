@@ -249,8 +249,8 @@ def _finish(outcomes: List[FileOutcome], checked_paths: Sequence[str], args, res
             return EXIT_FINDINGS  # --exit-non-zero-on-fix: a file was changed
         return EXIT_ERROR if result.errors else EXIT_OK
 
-    note = f"Fixed {_plural(total, 'finding')}." if total else None
-    code = report(result, args, resolver, fixed_note=note, checked_paths=checked_paths)
+    fixed_note = f"Fixed {_plural(total, 'finding')}." if total else None
+    code = report(result, args, resolver, fixed_note=fixed_note, checked_paths=checked_paths)
     if args.show_fixes and total and human:
         (sys.stderr if stdin else sys.stdout).write(fix_summary(applied, would=False))
     return code

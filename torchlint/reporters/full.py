@@ -5,7 +5,7 @@ In a notebook the frame shows the cell's own lines, numbered as in the cell."""
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from typing import Dict, Sequence
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.locator import Locator
@@ -68,7 +68,7 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
         highlight=False,
         soft_wrap=True,
     )
-    locators = {}
+    locators: Dict[str, Locator] = {}
     for d in diagnostics:
         header = Text()
         header.append(f"{d.path}:{position(d)}: ", style="bold")

@@ -6,9 +6,9 @@ Escaping follows ``@actions/core`` (``escapeData`` / ``escapeProperty`` in its c
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
-from torchlint.diagnostics import Diagnostic
+from torchlint.diagnostics import Diagnostic, Location
 from torchlint.reporters.paths import display_path
 from torchlint.reporters.base import is_error
 
@@ -25,7 +25,7 @@ def level(code: str) -> str:
     return "error" if is_error(code) else "warning"
 
 
-def annotation(d: Diagnostic, root: str, file_range=None) -> str:
+def annotation(d: Diagnostic, root: str, file_range: Optional[Tuple[Location, Location]] = None) -> str:
     """One annotation. A finding in a notebook points at the line of the ``.ipynb`` file (its
     JSON) that holds the flagged code, ``file_range`` (GitHub shows notebooks' diffs as JSON);
     the title names the cell, row and column. Without the file's text, only the file."""
@@ -33,7 +33,7 @@ def annotation(d: Diagnostic, root: str, file_range=None) -> str:
     if d.cell is None:
         start, end = d.location, d.end_location
     else:
-        start, end = file_range or (None, None)
+        start, end = file_range or (None, None)  # type: ignore[assignment]  # None: the whole file
         title += f" cell {d.cell}:{d.location.row}:{d.location.column}"
     properties = [("file", display_path(d.path, root))]
     if start is not None:

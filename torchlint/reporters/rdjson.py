@@ -9,7 +9,7 @@ converted with the file's text.
 from __future__ import annotations
 
 import json
-from typing import Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Location
 from torchlint.reporters.base import file_ranges, is_error
@@ -38,7 +38,7 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
             lines_of[d.path] = text.splitlines() if text else None
         lines = lines_of[d.path]
         start, end = ranges[id(d)]
-        item = {
+        item: Dict[str, Any] = {
             "message": d.message,
             "location": {
                 "path": d.path.replace("\\", "/"),

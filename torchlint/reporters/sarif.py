@@ -8,7 +8,7 @@ characters (``columnKind: unicodeCodePoints``); ``endColumn`` is exclusive, as i
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 from urllib.parse import quote
 
 from torchlint import __version__
@@ -33,7 +33,7 @@ def rule_descriptor(code: str, name: str = "") -> dict:
     if code not in known_codes():
         return {"id": code, "name": name or code, "shortDescription": {"text": name or code}}
     info = RuleInfo(code)
-    descriptor = {
+    descriptor: Dict[str, Any] = {
         "id": code,
         "name": info.name,
         "shortDescription": {"text": plain_text(info.summary)},
