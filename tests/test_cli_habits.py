@@ -480,3 +480,29 @@ def test_unused_noqa_in_a_notebook_cell_is_fixed_in_that_cell(project, capsys):
     assert run(capsys, "--fix", "nb.ipynb")[0] == 0
     cells = nbformat.read(str(project / "nb.ipynb"), as_version=4).cells
     assert [c.source for c in cells] == ["import torch", "%time x = 1\ny = 2"]
+
+
+# -- the full format and long spans -------------------------------------------------------------
+
+def test_full_format_shows_the_first_lines_of_a_long_span_then_how_many_more():
+    from torchlint.diagnostics import Diagnostic, Location
+    from torchlint.reporters import ReportContext, get_renderer
+
+    text = "x = 1\nfor batch in loader:\n" + "".join(f"    step({i})\n" for i in range(20)) + "y = 2\n"
+    long = Diagnostic("TL201", "host-sync-in-loop", "m", "t.py", Location(2, 1), Location(22, 13), None, 2, (2,))
+    out = get_renderer("full")([long], ReportContext(sources={"t.py": text}))
+    frame = out.splitlines()[1:]
+    assert frame[:7] == [
+        " 1 | x = 1",
+        " 2 | for batch in loader:",
+        "   | ^^^^^^^^^^^^^^^^^^^^",
+        " 3 |     step(0)",
+        "   |     ^^^^^^^",
+        " 4 |     step(1)",
+        "   |     ^^^^^^^ TL201",
+    ]
+    assert frame[7] == "   | ... 18 more lines"
+    assert "step(2)" not in out and "y = 2" not in out
+    short = Diagnostic("TL201", "host-sync-in-loop", "m", "t.py", Location(3, 5), Location(3, 12), None, 3, (3,))
+    out = get_renderer("full")([short], ReportContext(sources={"t.py": text}))
+    assert out.splitlines()[1:5] == [" 2 | for batch in loader:", " 3 |     step(0)", "   |     ^^^^^^^ TL201", " 4 |     step(1)"]

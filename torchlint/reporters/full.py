@@ -12,19 +12,22 @@ from torchlint.locator import Locator
 from torchlint.reporters.base import position
 
 CONTEXT_LINES = 1
-MAX_FRAME_LINES = 8
+#: A long span (a whole loop or function) shows its first lines, then how many more it covers.
+MAX_SPAN_LINES = 3
 
 
 def _frame(d: Diagnostic, locator: Locator, text_cls):
     first = max(1, d.location.row - CONTEXT_LINES)
     last_span = d.end_location.row if d.end_location.column > 1 or d.end_location.row == d.location.row else d.end_location.row - 1
-    last = min(locator.line_count, last_span + CONTEXT_LINES, first + MAX_FRAME_LINES)
+    shown_span = min(last_span, d.location.row + MAX_SPAN_LINES - 1)
+    hidden = last_span - shown_span
+    last = min(locator.line_count, shown_span if hidden else last_span + CONTEXT_LINES)
     width = len(str(last))
     out = text_cls()
     for row in range(first, last + 1):
         line = locator.line(row).expandtabs(1)
         out.append(f" {row:>{width}} | ", style="blue")
-        in_span = d.location.row <= row <= last_span
+        in_span = d.location.row <= row <= shown_span
         out.append(line + "\n", style="" if in_span else "dim")
         if in_span:
             start = d.location.column if row == d.location.row else len(line) - len(line.lstrip()) + 1
@@ -32,9 +35,12 @@ def _frame(d: Diagnostic, locator: Locator, text_cls):
             caret = max(1, end - start)
             out.append(f" {'':>{width}} | ", style="blue")
             out.append(" " * (start - 1) + "^" * caret, style="bold red")
-            if row == last_span:
+            if row == shown_span:
                 out.append(f" {d.code}", style="bold red")
             out.append("\n")
+    if hidden:
+        out.append(f" {'':>{width}} | ", style="blue")
+        out.append(f"... {hidden} more line{'s' if hidden != 1 else ''}\n", style="dim")
     return out
 
 
