@@ -42,6 +42,9 @@ TIMING_WORDS = frozenset({"time", "timer", "timing", "timed", "timeit", "perf", 
                           "tic", "toc", "elapsed", "stopwatch", "duration", "latency", "throughput", "fps",
                           "speed", "bench", "benchmark", "benchmarking", "measure", "profile", "profiler",
                           "profiling", "record"})
+# Iterators that wrap a loader and log each iteration's time: `metric_logger.log_every(loader, ...)`
+# (torchvision references, DETR, DeiT, MAE, DINO): a sync in their loop makes the logged time right.
+TIMED_ITERATOR_WORDS = TIMING_WORDS | frozenset({"log", "logger", "logging", "meter"})
 # Names of code that runs once, at set-up or load time: `__init__`, `__setstate__`, `load_state_dict`.
 SETUP_WORDS = frozenset({"init", "setstate", "setup", "load", "restore", "build", "create", "configure",
                          "register", "convert", "prepare", "reset"})

@@ -166,3 +166,46 @@ def test_tl402_model_back_in_train_mode_is_not_evaluation():
     """
     assert findings(code, "TL402") == []
     assert findings("model.eval()\nfor x in val_loader:\n    model(x)\n", "TL402") == [("TL402", 3, 5)]
+
+
+def test_tl406_silent_with_distributed_autograd():
+    # pytorch/examples distributed/rpc: gradients live in the distributed autograd context of
+    # each iteration, and DistributedOptimizer.step(context_id) reads them there
+    rpc = """\
+    import torch.distributed.autograd as dist_autograd
+
+    def train(model, loader, opt, criterion):
+        for x, y in loader:
+            with dist_autograd.context() as context_id:
+                loss = criterion(model(x), y)
+                dist_autograd.backward(context_id, [loss])
+                opt.step(context_id)
+    """
+    assert findings(rpc, "TL406") == []
+    local = rpc.replace("dist_autograd.backward(context_id, [loss])", "loss.backward()")
+    assert findings(local, "TL406") == [("TL406", 8, 13)]
+
+
+def test_tl405_silent_for_a_container_made_fresh_each_optimizer_step():
+    # AllenNLP's trainer: micro-batches of a group backpropagate one by one, their outputs are
+    # kept for the callbacks and the list is made anew for the next optimizer step
+    groups = """\
+    def train(model, batch_groups, optimizer, callbacks):
+        for group in batch_groups:
+            optimizer.zero_grad()
+            outputs = []
+            for batch in group:
+                out = model(batch)
+                outputs.append(out)
+                loss = out["loss"] / len(group)
+                loss.backward()
+            optimizer.step()
+            callbacks(outputs)
+    """
+    assert findings(groups, "TL405") == []
+    # a list made fresh each epoch keeps every step of the epoch: flagged
+    epochs = groups.replace("for group in batch_groups:", "for epoch in range(10):").replace(
+        "for batch in group:", "for batch in loader:").replace(
+        "            optimizer.step()\n", "").replace(
+        "                loss.backward()\n", "                loss.backward()\n                optimizer.step()\n")
+    assert findings(epochs, "TL405") == [("TL405", 7, 28)]

@@ -232,3 +232,63 @@ def test_tl206_silent_cases():
                     p["step"] = torch.tensor(0.0, device=p["device"])
         """)
     assert found == []
+
+
+def test_tl204_silent_in_a_loop_driven_by_a_timing_or_logging_iterator():
+    # DETR/DeiT/MAE/DINO/ConvNeXt: `metric_logger.log_every` reads the clock at each yield,
+    # right after the sync that ends the body
+    logged = """\
+    def train_one_epoch(model, optimizer, loader, metric_logger):
+        for x, y in metric_logger.log_every(loader, 10):
+            loss = model(x.cuda(), y.cuda())
+            loss.backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+    """
+    assert positions(lint("TL204", logged)[1]) == []
+    own = """\
+    import time
+
+    def timed(iterable):
+        for item in iterable:
+            start = time.perf_counter()
+            yield item
+            print(time.perf_counter() - start)
+
+    def train_one_epoch(model, optimizer, loader):
+        for x, y in enumerate(timed(loader)):
+            loss = model(x.cuda(), y.cuda())
+            loss.backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+    """
+    assert positions(lint("TL204", own)[1]) == []
+    other = logged.replace("metric_logger.log_every(loader, 10)", "prefetch(loader)")
+    assert positions(lint("TL204", other)[1]) == [("TL204", 9, 9)]
+    untimed = own.replace("            start = time.perf_counter()\n", "").replace(
+        "            print(time.perf_counter() - start)\n", "")
+    assert positions(lint("TL204", untimed)[1]) == [("TL204", 15, 9)]
+
+
+def test_tl206_silent_on_the_device_of_an_optimizer_step_count():
+    # timm's adafactor_bv: torch.optim keeps step counts on the host unless capturable
+    functional = """\
+    def adafactor(params, state_steps, cap: float):
+        for i, param in enumerate(params):
+            step_t = state_steps[i]
+            step = float_of(step_t)
+            beta = torch.tensor(cap, dtype=step.dtype, device=step.device)
+            param.mul_(beta)
+    """
+    assert positions(lint("TL206", functional)[1]) == []
+    stateful = """\
+    def step(params, state):
+        for p in params:
+            count = state[p]["step"]
+            p.add_(torch.tensor(1.0, device=count.device))
+    """
+    assert positions(lint("TL206", stateful)[1]) == []
+    # a parameter's device is flagged
+    on_param = functional.replace("device=step.device", "device=param.device")
+    assert positions(lint("TL206", on_param)[1]) == [("TL206", 8, 16)]
+    assert positions(lint("TL206", stateful.replace("count.device", "p.device"))[1]) == [("TL206", 7, 16)]

@@ -132,7 +132,7 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         outer = [l for l in enclosing_loops(self.ctx) if not _single_epoch(l)]
         if outer:
             epoch = outer[-1]
-            self.per_epoch.update(id(c) for c in loaders if not _contains(epoch, c))
+            self.per_epoch.update(_built_before(epoch, loaders))
         else:
             function = enclosing_function(self.ctx)
             if function is not None:
@@ -153,7 +153,8 @@ class DataLoaderPersistentWorkers(_LoaderRule):
             for index, arg in enumerate(call.args):
                 if arg.star:
                     break
-                loaders = [c for c in semantic.loader_calls(arg.value) if not _contains(epoch, c)]
+                built = _built_before(epoch, semantic.loader_calls(arg.value))
+                loaders = [c for c in semantic.loader_calls(arg.value) if id(c) in built]
                 if not loaders:
                     continue
                 if function is not None:
@@ -313,6 +314,16 @@ def _bound_name(item: _Pending) -> Optional[str]:
 
 def _contains(outer: cst.CSTNode, node: cst.CSTNode) -> bool:
     return any(n is node for n in walk(outer))
+
+
+def _built_before(epoch: cst.CSTNode, loaders: List[cst.Call]) -> Set[int]:
+    """Ids of the loader calls, among those an iteration in ``epoch`` may reach, that are built
+    before the epoch loop and so iterated once per epoch; none when one of them is built inside
+    it: the name is rebound per epoch (``if epoch > 0: loader = DataLoader(...)``), so how often
+    the one built before runs is not known."""
+    if any(_contains(epoch, c) for c in loaders):
+        return set()
+    return {id(c) for c in loaders}
 
 
 def _parameter_for(function: cst.FunctionDef, index: int, arg: cst.Arg) -> Optional[str]:

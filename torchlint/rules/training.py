@@ -18,6 +18,7 @@ from torchlint.analysis import (
     _is_optimizer_like,
     calls_gradient_step,
     enclosing_function,
+    enclosing_loops,
     grad_disabled,
     is_loader_expression,
     memo,
@@ -119,9 +120,12 @@ def backward_calls(ctx, loop) -> List[Site]:
 
 
 def _is_backward(ctx, call: cst.Call) -> bool:
+    """A backward pass that adds into ``.grad``. Distributed autograd's
+    ``dist_autograd.backward(context_id, [loss])`` is not one: its gradients live in the
+    context, one per iteration, and ``DistributedOptimizer.step(context_id)`` reads them there."""
     method = method_call(call)
     if method is not None and method[1] in ("backward", "manual_backward"):
-        return True
+        return not (ctx.semantic.resolve_call(call) or "").startswith("torch.distributed.")
     return ctx.semantic.resolve_call(call) == "torch.autograd.backward"
 
 
@@ -227,10 +231,10 @@ class MissingZeroGrad(Rule):
         "step adds to the previous ones; call `{owner}.zero_grad()` once per step (before `backward()`)."
     )
     requires = ((_BACKWARD,), (_STEP,))
+    ast_candidate = staticmethod(lambda index: index.backward_calls() and bool(index.method_calls("step")))
     tags = ("correctness",)
 
     def visit_For(self, node: cst.For) -> None:
-    ast_candidate = staticmethod(lambda index: index.backward_calls() and bool(index.method_calls("step")))
         self._check(node)
 
     def visit_While(self, node: cst.While) -> None:
@@ -340,10 +344,10 @@ class DdpNoSync(Rule):
         "micro-steps under `with model.no_sync():` (or accelerate's `accelerator.accumulate(model)`)."
     )
     requires = (("DistributedDataParallel",), (_BACKWARD,))
+    ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
     tags = ("performance", "distributed")
 
     def visit_For(self, node: cst.For) -> None:
-    ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
         self._check(node)
 
     def visit_While(self, node: cst.While) -> None:
@@ -422,10 +426,10 @@ class RetainedGraph(Rule):
         "stays alive and memory grows with each step; store `{value}.detach()` (or `.item()` for a number)."
     )
     requires = ((_BACKWARD,),)
+    ast_candidate = staticmethod(lambda index: index.backward_calls())
     fix_applicability = UNSAFE
     tags = ("memory",)
 
-    ast_candidate = staticmethod(lambda index: index.backward_calls())
     def visit_For(self, node: cst.For) -> None:
         self._check(node)
 
@@ -446,6 +450,8 @@ class RetainedGraph(Rule):
                 continue
             acc, value, check = found
             if acc.value in feeding or not self._outlives(loop, acc, check, site.node):
+                continue
+            if self._fresh_each_step(loop, acc, check, site.node):
                 continue
             if not self._carries_graph(value, graph):
                 continue
@@ -477,15 +483,34 @@ class RetainedGraph(Rule):
                 return target.value, node.value, "dict"
         return None
 
+    def _acc_bindings(self, acc: cst.Name, kind: str, statement: cst.CSTNode):
+        semantic = self.ctx.semantic
+        if kind == "any":  # `acc += v`: the target is a binding; ask its scope
+            scope = semantic.scope_for(acc)
+            return [b for b in (scope.bindings.get(acc.value, []) if scope else []) if b.kind != AUGMENT]
+        return [b for b in semantic.lookup(acc) or [] if b.statement is not statement]
+
+    def _fresh_each_step(self, loop, acc: cst.Name, kind: str, statement: cst.CSTNode) -> bool:
+        """Is the accumulator bound afresh in the body of an enclosing loop that steps the
+        optimizer itself? Then ``loop`` is gradient accumulation's micro-steps (``for group in
+        groups: outputs = []; for batch in group: ...backward(); outputs.append(out)``, then
+        ``optimizer.step()``, as AllenNLP's trainer does) and the container lives one optimizer
+        step: what it keeps is bounded by the group, not by the run."""
+        bindings = self._acc_bindings(acc, kind, statement)
+        if not bindings:
+            return False
+        for outer in enclosing_loops(self.ctx):
+            if outer is loop:
+                continue
+            if all(_inside(b, outer) for b in bindings):
+                return bool(optimizer_steps(self.ctx, outer, through_helpers=True))
+        return False
+
     def _outlives(self, loop, acc: cst.Name, kind: str, statement: cst.CSTNode) -> bool:
         """Is the accumulator bound only outside the loop (``statement`` itself aside), to a
         container of the right kind?"""
         semantic = self.ctx.semantic
-        if kind == "any":  # `acc += v`: the target is a binding; ask its scope
-            scope = semantic.scope_for(acc)
-            bindings = [b for b in (scope.bindings.get(acc.value, []) if scope else []) if b.kind != AUGMENT]
-        else:
-            bindings = [b for b in semantic.lookup(acc) or [] if b.statement is not statement]
+        bindings = self._acc_bindings(acc, kind, statement)
         if not bindings or any(b.kind not in (ASSIGN, AUGMENT) or _inside(b, loop) for b in bindings):
             return False
         if kind in ("any", "read"):
@@ -628,10 +653,10 @@ class NoGradInEval(Rule):
         "(or `torch.no_grad()`)."
     )
     requires = ((re.compile("(?i)loader"),), (re.compile("(?i)eval|val|test|predict|infer"),))
+    ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True))
     tags = ("performance", "memory")
 
     def visit_For(self, node: cst.For) -> None:
-    ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True))
         ctx = self.ctx
         if not is_loader_expression(node.iter, ctx) or calls_gradient_step(node, ctx) or grad_disabled(ctx):
             return

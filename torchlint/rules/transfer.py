@@ -32,7 +32,7 @@ from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import ASSIGN, LOOP, PARAM
 from torchlint.torch_api import DATALOADER_PARAMS, TENSOR_CUDA_PARAMS, TENSOR_TO_PARAMS
 from torchlint.tree import walk
-from torchlint.words import SETUP_WORDS, TIMING_WORDS
+from torchlint.words import SETUP_WORDS, TIMED_ITERATOR_WORDS, TIMING_WORDS
 
 PIN_MEMORY = DATALOADER_PARAMS.index("pin_memory")
 COLLATE_FN = DATALOADER_PARAMS.index("collate_fn")
@@ -202,9 +202,28 @@ class CudaSynchronizeInLoop(Rule):
         if stem.isidentifier() and set(name_tokens(cst.Name(stem))) & TIMING_WORDS:
             return True
         if isinstance(scope, (cst.For, cst.While)):
+            if isinstance(scope, cst.For) and self._timed_iteration(scope):
+                return True
             body = scope.body
             return any(isinstance(n, cst.Call) and self._reads_timer(n)
                        for n in walk(body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
+        return False
+
+    def _timed_iteration(self, loop: cst.For) -> bool:
+        """Does the loop iterate through a wrapper that may time each iteration: a function of
+        this file that reads a timer, or a call we cannot see named for logging or timing
+        (``metric_logger.log_every(loader, print_freq)`` reads ``time.time()`` at each ``yield``,
+        right after the sync at the end of the body)?"""
+        semantic = self.ctx.semantic
+        for value in semantic.iterated_values(loop.iter):
+            if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+                continue
+            function = semantic.module_function(value.func)
+            if function is not None:
+                if any(isinstance(n, cst.Call) and self._reads_timer(n) for n in walk(function.body)):
+                    return True
+            elif self.ctx.resolve_call(value) is None and set(name_tokens(value.func)) & TIMED_ITERATOR_WORDS:
+                return True
         return False
 
     def _timer_read_after(self, scope: cst.CSTNode) -> bool:
@@ -314,6 +333,8 @@ class TensorCopyFromNumpy(Rule):
         "shares the array's memory instead, if nothing writes to the array while the tensor is in use."
     )
     requires = (("numpy",), ("Tensor", "tensor"))
+    ast_candidate = staticmethod(lambda index: index.mentions("numpy") and any(
+        call.args or index.keyword(call, "data") is not None for call, _ in index.qualified_calls(COPYING_CONSTRUCTORS)))
     fix_applicability = UNSAFE
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
@@ -333,8 +354,6 @@ class TensorCopyFromNumpy(Rule):
         device = get_arg(node, "device")
         if device is not None and literal_value(device.value) != "cpu":
             return  # copied to the device either way
-    ast_candidate = staticmethod(lambda index: index.mentions("numpy") and any(
-        call.args or index.keyword(call, "data") is not None for call, _ in index.qualified_calls(COPYING_CONSTRUCTORS)))
         if not self._runs_often():
             return
         is_array, dtype = self._numpy_array(data.value, set())
@@ -486,6 +505,8 @@ class ScalarTensorOnDevice(Rule):
         "on the device without a copy."
     )
     requires = (("tensor",), ("device",))
+    ast_candidate = staticmethod(lambda index: any(
+        index.keyword(call, "device") is not None for call, _ in index.qualified_calls(("torch.tensor",))))
     fix_applicability = SAFE
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
@@ -505,11 +526,11 @@ class ScalarTensorOnDevice(Rule):
         if loops:
             if not _device_of_a_value(device.value) and any(
                     self.ctx.semantic.derives_from(device.value, l) for l in loops if isinstance(l, cst.For)):
-    ast_candidate = staticmethod(lambda index: any(
-        index.keyword(call, "device") is not None for call, _ in index.qualified_calls(("torch.tensor",))))
                 return  # a device per iteration: `for i in range(device_count())` initialises each once
             if function is not None and set(name_tokens(function.name)) & SETUP_WORDS:
                 return  # `__init__`, `__setstate__`, `load_state_dict`: runs once
+            if _device_of_a_value(device.value) and self._step_counter(device.value.value, set()):
+                return  # the device of an optimizer's step count: the host
             top: cst.CSTNode = loops[-1]
         elif runs_every_step(self.ctx, ("train", "eval")) is not None:
             top = function
@@ -521,6 +542,39 @@ class ScalarTensorOnDevice(Rule):
         if kind is None:
             return
         self.report(node, fix=self._fix(node, data, kind))
+
+    def _step_counter(self, value: cst.BaseExpression, seen: set) -> bool:
+        """Is ``value`` an optimizer's step count: ``state["step"]``, an element of the
+        ``state_steps`` list torch.optim's functional optimizers take, or a value every reaching
+        binding of which is computed from one (``step = _get_value(state_steps[i])``)? torch.optim
+        keeps step counts on the host unless ``capturable``/``fused``, so a tensor made on their
+        device is no copy to the accelerator."""
+        if id(value) in seen or len(seen) > 12:
+            return False
+        seen.add(id(value))
+        if isinstance(value, cst.Subscript):
+            index = value.slice[0].slice if len(value.slice) == 1 else None
+            if isinstance(index, cst.Index) and literal_value(index.value) == "step":
+                return True
+            return self._step_counter(value.value, seen)
+        if isinstance(value, cst.Call):
+            args = [a.value for a in value.args if a.keyword is None and not a.star]
+            return bool(args) and self._step_counter(args[0], seen)
+        if isinstance(value, cst.Name):
+            bindings = self.ctx.semantic.lookup(value)
+            if not bindings:
+                return False
+            for b in bindings:
+                if b.kind == PARAM:
+                    if value.value != "state_steps":
+                        return False
+                elif b.kind in (ASSIGN, LOOP) and b.value is not None:
+                    if not self._step_counter(b.value, seen):
+                        return False
+                else:
+                    return False
+            return True
+        return False
 
     def _scalar(self, value: cst.BaseExpression, seen: set) -> Optional[str]:
         """"int"/"float"/"bool" for a Python scalar of that type, "number" when the type is not
