@@ -188,3 +188,30 @@ def test_tl103_silent_when_the_loader_is_rebound_inside_the_epoch_loop():
     # without the rebinding the first loader runs every epoch: flagged
     kept = rebound.replace("            if epoch > 0:\n                loader = DataLoader(ds, shuffle=True, num_workers=4)\n", "")
     assert positions(lint("TL103", kept)[1]) == [("TL103", 4, 14)]
+
+
+def test_tl103_silent_for_a_loader_a_function_builds_on_each_call():
+    # avalanche's hash_dataset: called once per dataset, each call builds and iterates its own loader
+    built = """\
+    def hash_dataset(dataset, num_workers=0):
+        loader = DataLoader(dataset, num_workers=num_workers)
+        for batch in loader:
+            print(batch)
+
+    def hash_all(datasets, num_workers):
+        for dataset in datasets:
+            hash_dataset(dataset, num_workers=num_workers)
+    """
+    assert positions(lint("TL103", built)[1]) == []
+    # a loader built once and iterated by the called function each time: flagged
+    shared = """\
+    loader = DataLoader(ds, num_workers=4)
+
+    def one_pass():
+        for batch in loader:
+            print(batch)
+
+    for epoch in range(10):
+        one_pass()
+    """
+    assert positions(lint("TL103", shared)[1]) == [("TL103", 3, 10)]

@@ -124,6 +124,8 @@ def test_tl403_flags_accumulation_without_no_sync_and_not_with_it():
     assert findings(with_sync, "TL403") == []
     plain = code.replace("    model = DistributedDataParallel(model)\n", "")
     assert findings(plain, "TL403") == []  # `model` is a parameter and the function builds no DDP
+    # out of preview (issue 10: four findings on real code, all right): on without --preview
+    assert rule_support.findings(code, rule="TL403") == [("TL403", 5, 9)]
 
 
 # -- TL402 -------------------------------------------------------------------------------------

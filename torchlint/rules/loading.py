@@ -148,8 +148,10 @@ class DataLoaderPersistentWorkers(_LoaderRule):
                 continue
             function = semantic.module_function(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
             if function is not None:
-                # the function's own loops run once per call: once per epoch
-                self.per_epoch.update(id(c) for c in self.loops_in.get(id(function), ()) if not _contains(epoch, c))
+                # the function's own loops run once per call: once per epoch; a loader the
+                # function builds itself is a new one each call (persistence cannot help)
+                self.per_epoch.update(id(c) for c in self.loops_in.get(id(function), ())
+                                      if not _contains(epoch, c) and not _contains(function, c))
             for index, arg in enumerate(call.args):
                 if arg.star:
                     break

@@ -335,7 +335,6 @@ class DdpNoSync(Rule):
     """
 
     code = "TL403"
-    preview = True  # too few findings on real code yet to show its precision
     name = "ddp-no-sync"
     summary = "Gradient accumulation with DDP without `no_sync()`: an all-reduce on every micro-step."
     message = (
