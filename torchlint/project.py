@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import re
 import json
 import os
@@ -30,7 +31,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 # Torch classes whose project subclasses rules treat as the class itself (TL701).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel"})
 TRAIN, EVAL = "train", "eval"
@@ -206,34 +207,49 @@ class _Summarizer:
                 table[alias.asname or alias.name] = f"{base}.{alias.name}"
 
     def cheap_body(self, node, qualname: str, cls: Optional[ast.ClassDef], record: dict) -> None:
-        """Nested functions and classes from the statements; calls from the source text."""
+        """Nested functions and classes from the statements; calls from the source text, less
+        those in the body of a periodic ``if`` (``if step % 100 == 0:``), which do not run every
+        time. One walk over the statements (never the expressions) and one regex scan."""
         local_imports: Dict[str, str] = {}
+        guarded: List[Tuple[int, int]] = []  # line spans (1-based, inclusive) of periodic bodies
         stack = list(node.body)
         while stack:
             stmt = stack.pop()
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            kind = type(stmt)
+            if kind in _SIMPLE:
+                if kind is ast.Import or kind is ast.ImportFrom:
+                    self.add_import(stmt, local_imports)
+                continue
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 self.function(stmt, qualname, cls)
-            elif isinstance(stmt, ast.ClassDef):
+            elif kind is ast.ClassDef:
                 inner = f"{qualname}.{stmt.name}"
                 for item in stmt.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         self.function(item, inner, stmt)
-            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                self.add_import(stmt, local_imports)
             else:
+                if kind is ast.If and stmt.body and _is_periodic(stmt.test):
+                    guarded.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno))
                 for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
                     stack.extend(getattr(stmt, field_name, ()) or ())
         start = node.body[0].lineno - 1 if node.body else node.lineno
         offsets = self.lines
         end = min(node.end_lineno or node.lineno, len(offsets) - 1)
-        seen = set()
-        for callee in set(_CALL_TEXT.findall(self.text, offsets[start], offsets[end])):
+        spans = [(offsets[a - 1], offsets[min(b, len(offsets) - 1)]) for a, b in guarded]
+        calls = record["calls"]
+        imports = self.imports
+        if spans:
+            found = {m.group(1) for m in _CALL_TEXT.finditer(self.text, offsets[start], offsets[end])
+                     if not any(a <= m.start() < b for a, b in spans)}
+        else:
+            found = set(_CALL_TEXT.findall(self.text, offsets[start], offsets[end]))
+        for callee in found:
             if callee in _NOT_CALLS or callee.endswith("."):
                 continue
             head = callee.split(".", 1)[0]
-            if "." in callee and head not in ("self", "cls") and head not in local_imports and head not in self.imports:
+            if "." in callee and head not in ("self", "cls") and head not in local_imports and head not in imports:
                 continue
-            record["calls"].append(self.qualify(callee, local_imports))
+            calls.append(self.qualify(callee, local_imports))
 
     def run(self, tree: ast.Module) -> dict:
         for stmt in tree.body:  # module-level imports first: functions see them whatever the order
@@ -379,26 +395,11 @@ class _Summarizer:
                   "class": qualname.rsplit(".", 1)[0] if cls is not None else None,
                   "returns_loader": False}
         self.functions[qualname] = record
-        if self.lines is None or hook or _has_periodic_if(node):  # guards matter: walk it all
+        if self.lines is None or hook:  # training loops or a hook: walk every node
             self.body(node.body, qualname, cls, record)
         else:
             self.cheap_body(node, qualname, cls, record)
         record["returns_loader"] = _returns_loader(node) if self.loaders_possible else False
-
-
-def _has_periodic_if(function) -> bool:
-    """Does the function (not its nested functions) branch on a periodic test (`if should_log:`,
-    `if self.check_frequency(i):`)? Then only a full walk tells which calls run every time."""
-    stack = list(function.body)
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, _SCOPES):
-            continue
-        if isinstance(stmt, ast.If) and _is_periodic(stmt.test):
-            return True
-        for field_name in ("body", "orelse", "finalbody", "handlers"):
-            stack.extend(getattr(stmt, field_name, ()) or ())
-    return False
 
 
 def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
@@ -415,6 +416,10 @@ def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
                 stack.extend(handler.body)
 
 
+# Statements without a body of their own.
+_SIMPLE = frozenset({ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Pass, ast.Break,
+                     ast.Continue, ast.Raise, ast.Assert, ast.Delete, ast.Global, ast.Nonlocal,
+                     ast.Import, ast.ImportFrom})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SCOPES_AND_LOOPS = _SCOPES + (ast.For, ast.AsyncFor, ast.While)
 
@@ -457,7 +462,7 @@ _LIGHTNING_LOADER_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test
 # walked node by node. Others only need their functions and the names they call.
 _ROOT_TEXT = re.compile(r"\.\s*(?:backward|step)\s*\(")
 # `name(`, `self.name(`, `mod.sub.name(` in a function's source: the calls it may make.
-_CALL_TEXT = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)[ \t]*\(")
+_CALL_TEXT = re.compile(r"(?<![\w.])((?>[A-Za-z_][\w.]*))[ \t]*\(")  # atomic: no backtracking
 _NOT_CALLS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "not", "in", "is", "print",
                         "def", "class", "lambda", "assert", "yield", "await", "with", "except", "del"})
 
@@ -474,7 +479,9 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None) -> dict:
         summarizer.gpu_trainer = _GPU_TRAINER.search(text) is not None if "Trainer" in text else False
         if not _ROOT_TEXT.search(text):
             summarizer.text = text
-            summarizer.lines = [0] + [m.end() for m in re.finditer("\n", text)] + [len(text)]
+            lines = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
+            lines[-1] = len(text)  # the end of the last line, newline or not
+            summarizer.lines = lines
     return summarizer.run(tree)
 
 

@@ -144,6 +144,7 @@ class SemanticModel:
         #: Where the rule asking is (``ctx.ancestors``): which waiting body to walk first.
         self._ancestors = ancestors
         self._top_indexes: Optional[Dict[int, int]] = None
+        self._heads: Optional[Set[str]] = None
 
     @property
     def scopes(self) -> Dict[int, Scope]:
@@ -163,10 +164,46 @@ class SemanticModel:
         if name is None:
             return None
         head, _, rest = name.partition(".")
+        if head not in self.resolvable_heads:
+            return None  # no import, alias or star import anywhere binds it: most reads
         found = self._head_at(head, ancestors)
         if found is None:
             return None
         return canonical_name(f"{found}.{rest}" if rest else found)
+
+    @property
+    def resolvable_heads(self) -> Set[str]:
+        """Every name that may resolve to a qualified name somewhere in the file: the names any
+        import binds (in any scope), the targets of ``X = <name or attribute>`` (aliases such as
+        ``DP = nn.DataParallel``) and what star imports export. A superset of what
+        ``_head_at`` can resolve, from one walk over the statements (never the expressions)."""
+        heads = self._heads
+        if heads is None:
+            heads = self._heads = set()
+            stack: List[cst.CSTNode] = list(self.module.body)
+            while stack:
+                node = stack.pop()
+                if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                    for small in node.body:
+                        if isinstance(small, (cst.Import, cst.ImportFrom)):
+                            heads.update(local for local, _, _ in import_bindings(small))
+                        elif isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(
+                                small.value, (cst.Name, cst.Attribute)):
+                            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                            for target in targets:
+                                heads.update(name for name, _ in _targets(target))
+                    continue
+                for child in _children(node):
+                    if isinstance(child, (cst.BaseSuite, cst.BaseCompoundStatement, cst.SimpleStatementLine,
+                                          cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler,
+                                          cst.MatchCase)):
+                        stack.append(child)
+            if self.imports.star_modules:
+                from torchlint.torch_api import STAR_EXPORTS
+
+                for module in self.imports.star_modules:
+                    heads.update(STAR_EXPORTS.get(module, ()))
+        return heads
 
     def _scope_chain(self, ancestors: Sequence[cst.CSTNode]) -> Tuple[cst.CSTNode, ...]:
         """The scope nodes among ``ancestors``, outermost first; amortised O(1) per question
