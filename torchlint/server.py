@@ -462,7 +462,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             lsp.PublishDiagnosticsParams(uri=uri, version=result.version, diagnostics=[to_lsp(d, pm, result.version) for d in result.diagnostics])
         )
 
-    async def lint_later(uri: str, delay: float) -> None:
+    async def lint_later(uri: str, delay: float, quiet: bool = False) -> None:
         if delay:
             await asyncio.sleep(delay)
         try:
@@ -477,21 +477,29 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         session.pending.pop(uri, None)
         if uri not in session.documents or server.workspace.get_text_document(uri).version != version:
             return  # closed or edited meanwhile: a newer lint is on its way
+        before = session.results.get(uri)
+        if quiet and before is not None and before.version == version and before.diagnostics == result.diagnostics:
+            return  # the project index changed nothing here: no second publish of the same findings
         publish(uri, result)
 
-    def schedule(uri: str, delay: float) -> None:
+    def schedule(uri: str, delay: float, quiet: bool = False) -> None:
+        """Lint ``uri`` after ``delay``; a newer request replaces a waiting one. ``quiet`` (the
+        project index changed): publish only findings that differ, and leave a lint already
+        waiting (a debounced edit) alone: it reads the new index when it runs."""
         if uri not in session.documents:
             return
         previous = session.pending.get(uri)
         if previous is not None:
+            if quiet and not previous.done():
+                return
             previous.cancel()
-        session.pending[uri] = asyncio.ensure_future(lint_later(uri, delay))
+        session.pending[uri] = asyncio.ensure_future(lint_later(uri, delay, quiet))
 
-    def relint_all() -> None:
+    def relint_all(quiet: bool = False) -> None:
         for uri in list(session.documents):
-            schedule(uri, 0)
+            schedule(uri, 0, quiet)
         for uri in list(session.notebooks):
-            schedule_notebook(uri, 0)
+            schedule_notebook(uri, 0, quiet)
 
     # -- notebook documents (LSP 3.17): pygls keeps the notebook and its cells' text ----------
 
@@ -576,11 +584,13 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             return  # closed or edited meanwhile: a newer lint is on its way
         publish_notebook(uri, result)
 
-    def schedule_notebook(uri: str, delay: float) -> None:
+    def schedule_notebook(uri: str, delay: float, quiet: bool = False) -> None:
         if uri not in session.notebooks:
             return
         previous = session.notebook_pending.get(uri)
         if previous is not None:
+            if quiet and not previous.done():
+                return  # a waiting lint reads the new project index when it runs
             previous.cancel()
         session.notebook_pending[uri] = asyncio.ensure_future(lint_notebook_later(uri, delay))
 
@@ -667,7 +677,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     async def index_workspace() -> None:
         """Build the project index off the event loop; then re-lint what is open with it."""
         await asyncio.get_running_loop().run_in_executor(None, session.build_project)
-        relint_all()
+        relint_all(quiet=True)
 
     async def refresh_after_save(path: str) -> None:
         changed = await asyncio.get_running_loop().run_in_executor(None, session.refresh_project, path)
@@ -675,7 +685,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
 
         for uri in list(session.documents):  # the open files whose findings depend on the change
             if os.path.abspath(to_fs_path(uri) or "") in changed:
-                schedule(uri, 0)
+                schedule(uri, 0, quiet=True)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
