@@ -105,3 +105,30 @@ def test_large_files_are_parsed_in_chunks_with_identical_findings(monkeypatch):
     monkeypatch.setattr(parsing.IncrementalParser, "_chunk", lambda self, c: chunks.append(c) or cst.parse_module(c))
     assert lint_source(text, "big.py", Settings()) == whole
     assert len(chunks) > 10
+    # the runner's phase 3 (no CPython tree at hand): positions come from the first lines the
+    # chunked parse found, without parsing CPython's tree a second time next to libcst's
+    from torchlint import positions
+    from torchlint.rules import all_rules
+
+    import types
+
+    fake_ast = types.SimpleNamespace(parse=lambda *a, **k: pytest.fail("positions parsed CPython's tree again"))
+    monkeypatch.setattr(positions, "ast", fake_ast)
+    assert lint_source(text, "big.py", Settings(), ast_codes={r.code for r in all_rules()}) == whole
+
+
+def test_the_editor_path_pauses_the_cyclic_collector(monkeypatch):
+    import gc
+
+    from torchlint import engine
+    from torchlint.config import Settings
+
+    seen = []
+    real = engine.check_module
+    monkeypatch.setattr(engine, "check_module", lambda *a, **k: seen.append(gc.isenabled()) or real(*a, **k))
+    text = "import torch.nn as nn\nmodel = nn.DataParallel(model)\n"
+    assert gc.isenabled()
+    assert [d.code for d in engine.lint_source(text, "m.py", Settings(), incremental=True)] == ["TL701"]
+    assert seen == [False] and gc.isenabled()
+    engine.lint_source(text, "m.py", Settings())
+    assert seen == [False, True]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 import warnings
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, Type
 
@@ -25,7 +26,7 @@ from torchlint.context import (
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import refusal, too_large
-from torchlint.parsing import IncrementalParser, parse
+from torchlint.parsing import IncrementalParser, parse_with_lines
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
 from torchlint.rules import ENGINE_CODES, all_rules
@@ -122,17 +123,28 @@ def lint_source(
     without it, the file is its own project (its own loops and factories still count).
     ``ast_codes``: the rules phase 1's ast-level prefilter kept for this file (``runner``); None:
     this call asks it, when that may spare the libcst parse."""
+    if incremental and gc.isenabled():
+        # An editor lints on every keystroke: the cyclic collector would re-scan the ~10^5
+        # acyclic libcst nodes of each lint and the incremental parser's cached trees (the pool's
+        # workers and the language server freeze it instead; see runner.quiet_collector).
+        gc.disable()
+        try:
+            return lint_source(text, path, settings, rules=rules, prefilter=prefilter, incremental=True,
+                               project=project, ast_codes=ast_codes)
+        finally:
+            gc.enable()
     codes = settings.codes_for_path(path)
-    candidates = candidate_rules(text, path, settings, codes, rules, prefilter, project)
     tree = None
-    if ast_codes is not None:
-        candidates = [r for r in candidates if r.code in ast_codes]
-    elif prefilter and candidates and (incremental or all(r.ast_candidate is not None for r in candidates)):
-        # CPython's tree: cheap next to libcst, it may spare the libcst parse, and the incremental
-        # parser, the single-file project facts and the positions reuse it
-        tree = _ast_parse(text, path)[0]
-        if tree is not None:
-            candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree)
+    if ast_codes is not None:  # phase 1 ran every prefilter on this same text: not again
+        candidates = [r for r in (rules or all_rules()) if r.code in ast_codes and r.code in codes]
+    else:
+        candidates = candidate_rules(text, path, settings, codes, rules, prefilter, project)
+        if prefilter and candidates and (incremental or all(r.ast_candidate is not None for r in candidates)):
+            # CPython's tree: cheap next to libcst, it may spare the libcst parse, and the
+            # incremental parser, the single-file project facts and the positions reuse it
+            tree = _ast_parse(text, path)[0]
+            if tree is not None:
+                candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree)
     diagnostics: List[Diagnostic] = []
     if not candidates:
         error = syntax_error(text, path, settings) if "TL001" in codes else None
@@ -143,7 +155,11 @@ def lint_source(
             diagnostics.append(_engine_diagnostic(refused.code, refused.message, path, refused.row, refused.column))
     else:
         try:
-            module = _INCREMENTAL.parse(text, tree) if incremental else parse(text)
+            first_lines = None
+            if incremental:
+                module = _INCREMENTAL.parse(text, tree)
+            else:
+                module, first_lines = parse_with_lines(text)
         except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
             error = syntax_error(text, path, settings)
             if error is None:  # valid Python that libcst cannot read
@@ -157,7 +173,7 @@ def lint_source(
         else:
             if project is None and any(r.uses_project for r in candidates):
                 project = single_file_facts(text, path, tree)
-            diagnostics.extend(check_module(module, text, path, settings, candidates, project, tree))
+            diagnostics.extend(check_module(module, text, path, settings, candidates, project, tree, first_lines))
     diagnostics = filter_suppressed(text, diagnostics, path, codes)  # and TL004 unused-noqa
     diagnostics.sort(key=Diagnostic.sort_key)
     return diagnostics
@@ -227,7 +243,8 @@ _ANY_FACTS = FileFacts(per_step={"": ("train", "")})  # stands for "the index ha
 
 
 def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]],
-                 project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None) -> List[Diagnostic]:
+                 project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None,
+                 first_lines: Optional[List[int]] = None) -> List[Diagnostic]:
     ctx = FileContext(path, text, module, settings, project)
     tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
     report = ctx.report
@@ -242,7 +259,7 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
     walk(module, ctx, [rule(ctx) for rule in rules])
     if not ctx.pending:
         return []
-    positions = Positions(module, text, tree)
+    positions = Positions(module, text, tree, first_lines)
     return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p))) for p in ctx.pending]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from collections import OrderedDict
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -32,9 +32,18 @@ LARGE_FILE_CHARS = 400_000
 def parse(text: str) -> cst.Module:
     """The whole-file parse of a batch run: in chunks for large files (``LARGE_FILE_CHARS``),
     so that the parser's peak memory is that of the largest top-level statement."""
+    return parse_with_lines(text)[0]
+
+
+def parse_with_lines(text: str) -> Tuple[cst.Module, Optional[List[int]]]:
+    """``parse``, and for a large file the first line of each top-level statement of CPython's
+    tree (decorators included), which ``positions.Positions`` needs: CPython's tree of a 60k-line
+    file takes ~100 MB, and is not kept alive next to libcst's for that."""
     if len(text) >= LARGE_FILE_CHARS:
-        return IncrementalParser(max_chars=0).parse(text)
-    return cst.parse_module(text)
+        parser = IncrementalParser(max_chars=0)
+        module = parser.parse(text)
+        return module, parser.first_lines
+    return cst.parse_module(text), None
 
 
 class IncrementalParser:
@@ -42,16 +51,24 @@ class IncrementalParser:
         self.max_chars = max_chars
         self._chunks: "OrderedDict[str, cst.Module]" = OrderedDict()
         self._chars = 0
+        #: first line of each top-level statement of the last text split in chunks, else None
+        self.first_lines: Optional[List[int]] = None
 
     def parse(self, text: str, tree: Optional[ast.Module] = None) -> cst.Module:
         """``tree``: CPython's tree of ``text`` when the caller has it (saves parsing it again)."""
+        self.first_lines = None
         if len(text) < MIN_INCREMENTAL_CHARS or "\r" in text:
             return cst.parse_module(text)
-        chunks = _split(text, tree)
+        firsts: List[int] = []
+        chunks = _split(text, tree, firsts)
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
         modules = [self._chunk(chunk) for chunk in chunks]
-        return _join(modules) or cst.parse_module(text)
+        joined = _join(modules)
+        if joined is None:
+            return cst.parse_module(text)
+        self.first_lines = firsts
+        return joined
 
     def _chunk(self, chunk: str) -> cst.Module:
         module = self._chunks.get(chunk)
@@ -67,8 +84,9 @@ class IncrementalParser:
         return module
 
 
-def _split(text: str, tree: Optional[ast.Module] = None) -> Optional[List[str]]:
-    """The text cut at the first line of each top-level statement (decorators included)."""
+def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[int]] = None) -> Optional[List[str]]:
+    """The text cut at the first line of each top-level statement (decorators included);
+    ``firsts`` receives those lines, one per statement of CPython's tree."""
     if tree is None:
         try:
             tree = ast.parse(text)
@@ -77,6 +95,8 @@ def _split(text: str, tree: Optional[ast.Module] = None) -> Optional[List[str]]:
     starts: List[int] = []
     for stmt in tree.body:
         first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
+        if firsts is not None:
+            firsts.append(first)
         if not starts or first > starts[-1]:  # statements after `;` stay with their line
             starts.append(first)
     if not starts:

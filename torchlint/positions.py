@@ -118,11 +118,13 @@ class Positions:
     ``tree``: CPython's tree of the same text, when the caller has it. ``range(node, top)``:
     ``top`` is the top-level statement holding ``node`` when the caller knows it."""
 
-    def __init__(self, module: cst.Module, text: str, tree: Optional[ast.Module] = None) -> None:
+    def __init__(self, module: cst.Module, text: str, tree: Optional[ast.Module] = None,
+                 first_lines: Optional[List[int]] = None) -> None:
         from torchlint.locator import Locator
 
         self.module = module
         self.tree = tree
+        self.first_lines = first_lines  # of CPython's top-level statements, instead of ``tree``
         self.spans: Dict[cst.CSTNode, Span] = {}
         self._whole = False
         self._done: set = set()  # ids of the top-level statements generated
@@ -182,21 +184,24 @@ class Positions:
         if self._starts is not None:
             return self._starts or None
         self._starts = []
-        tree = self.tree
-        if tree is None:
-            try:
-                tree = ast.parse(self.text)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                return None
-        body, j, starts = tree.body, 0, []
+        firsts = self.first_lines
+        if self.tree is not None or firsts is None:
+            tree = self.tree
+            if tree is None:
+                try:
+                    tree = ast.parse(self.text)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    return None
+            firsts = [_ast_first_line(stmt) for stmt in tree.body]
+        j, starts = 0, []
         line_starts = self.locator.line_starts
         for stmt in self.module.body:
-            if j >= len(body):
+            if j >= len(firsts):
                 return None
-            row = _ast_first_line(body[j]) - _leading_line_count(stmt)
+            row = firsts[j] - _leading_line_count(stmt)
             starts.append(line_starts[row - 1] if 1 <= row <= len(line_starts) else None)
             j += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
-        if j != len(body):
+        if j != len(firsts):
             return None
         self._starts = starts
         return starts
