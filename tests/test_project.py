@@ -115,6 +115,61 @@ def test_editing_only_train_py_moves_the_finding_in_metrics_py(project, capsys):
     assert _findings(capsys) == [("metrics.py", "TL201", 2)]
 
 
+def test_an_unchanged_tree_reuses_the_project_facts_and_a_change_rebuilds_them(project, capsys, monkeypatch):
+    """With mtimes old enough to trust, a warm run skips phases 1 and 2 (the stored facts
+    stand); a change to train.py alone still moves metrics.py's finding."""
+    from torchlint import project as project_mod
+    from torchlint import runner
+
+    old = 1_600_000_000_000_000_000
+    for name, text in (("metrics.py", METRICS), ("train.py", TRAIN_EVERY_STEP)):
+        (project / name).write_text(text)
+        os.utime(project / name, ns=(old, old))
+    built = []
+    real_index = project_mod.ProjectIndex
+
+    def counting_index(summaries):
+        built.append(len(summaries))
+        return real_index(summaries)
+
+    monkeypatch.setattr(project_mod, "ProjectIndex", counting_index)
+    first = []
+    real_first = runner._first_pass
+    monkeypatch.setattr(runner, "_first_pass", lambda path, settings: first.append(path) or real_first(path, settings))
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]
+    assert built == [2] and len(first) == 2
+    assert list((project / ".torchlint_cache").rglob("*.project.json"))
+    built.clear(), first.clear()
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]  # warm: the stored facts
+    assert built == [] and first == []
+    (project / "train.py").write_text(TRAIN_ONCE)
+    os.utime(project / "train.py", ns=(old + 1, old + 1))
+    assert _findings(capsys) == []
+    assert built == [2] and [os.path.basename(p) for p in first] == ["train.py"]  # metrics.py's summary is cached
+    built.clear(), first.clear()
+    assert _findings(capsys) == []
+    assert built == [] and first == []
+    (project / "new.py").write_text("x = 1\n")  # another file: the stored facts no longer cover the tree
+    os.utime(project / "new.py", ns=(old, old))
+    assert _findings(capsys) == []
+    assert built == [3]
+
+
+def test_a_damaged_project_file_is_ignored(project, capsys):
+    old = 1_600_000_000_000_000_000
+    for name, text in (("metrics.py", METRICS), ("train.py", TRAIN_EVERY_STEP)):
+        (project / name).write_text(text)
+        os.utime(project / name, ns=(old, old))
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]
+    (stored,) = (project / ".torchlint_cache").rglob("*.project.json")
+    data = json.loads(stored.read_text())
+    data["facts"] = {key: [1, 2, 3] for key in data["facts"]}
+    stored.write_text(json.dumps(data))
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]
+    stored.write_text("{not json")
+    assert _findings(capsys) == [("metrics.py", "TL201", 2)]
+
+
 def test_a_single_buffer_is_its_own_project():
     from torchlint.config import Settings
     from torchlint.engine import lint_source

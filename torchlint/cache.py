@@ -34,7 +34,7 @@ import os
 import stat
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from torchlint import __version__
 from torchlint.diagnostics import Diagnostic
@@ -308,6 +308,59 @@ class Cache:
     def store_summary(self, path: str, st: os.stat_result, digest: str, summary: Optional[dict]) -> None:
         if summary is not None:
             self._store_entry(self._summaries(), path, st, f"{digest}+", [summary])
+
+    # -- the project index's product, so that an unchanged tree skips phases 1 and 2 ------------
+    def _project_path(self) -> str:
+        key = hashlib.blake2b(code_signature().encode(), digest_size=12).hexdigest()
+        return os.path.join(self.directory, FORMAT, "summaries", key + ".project.json")
+
+    def lookup_project(self, files: Sequence[str]) -> Optional[Tuple[Dict[str, list], Dict[str, os.stat_result]]]:
+        """The project facts of the last run over exactly these files, none of them changed
+        since (same size and mtime, the mtime not too recent to trust): (abspath -> facts as
+        stored, abspath -> stat), or None (then phases 1 and 2 run)."""
+        from torchlint.source import UnreadableFile, read_bytes
+
+        path = self._project_path()
+        try:
+            raw, _ = read_bytes(path, MAX_INDEX_BYTES)
+            data = json.loads(raw)
+            if data.get("format") != FORMAT or data.get("version") != __version__:
+                return None
+            recorded, facts = data["files"], data["facts"]
+            if not isinstance(recorded, dict) or not isinstance(facts, dict) or len(recorded) != len(files):
+                return None
+            stats: Dict[str, os.stat_result] = {}
+            for file in files:
+                key = os.path.abspath(file)
+                row = recorded.get(key)
+                if not isinstance(row, list) or len(row) != 2:
+                    return None
+                st = os.stat(key)
+                if st.st_size != row[0] or st.st_mtime_ns != row[1] or _is_racy(st.st_mtime_ns):
+                    return None
+                stats[file] = st
+            return facts, stats
+        except (UnreadableFile, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return None
+
+    def store_project(self, stats: Dict[str, Optional[os.stat_result]], facts: Dict[str, list]) -> None:
+        """Remember the facts of this run's files (``lookup_project``); not when a file could
+        not be stat'ed or changed too recently for its mtime to be trusted."""
+        recorded = {}
+        for file, st in stats.items():
+            if st is None or _is_racy(st.st_mtime_ns):
+                return
+            recorded[os.path.abspath(file)] = [st.st_size, st.st_mtime_ns]
+        data = {"format": FORMAT, "version": __version__, "files": recorded,
+                "facts": {os.path.abspath(f): v for f, v in facts.items() if v}}
+        try:
+            _prepare_dir(self.directory)
+            os.makedirs(os.path.dirname(self._project_path()), exist_ok=True)
+            from torchlint.atomic import atomic_write_bytes
+
+            atomic_write_bytes(self._project_path(), json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        except OSError as exc:
+            print(f"torchlint: warning: cannot write cache {self._project_path()}: {exc}", file=sys.stderr)
 
     def save(self) -> None:
         for index in self._indexes.values():

@@ -462,6 +462,7 @@ class SettingsResolver:
         self.isolated = isolated
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self._by_dir: Dict[Path, Settings] = {}
+        self._by_folder: Dict[str, Settings] = {}  # absolute folder as given -> its settings
         self._by_file: Dict[Path, Settings] = {}
         self._config_of: Dict[Path, Optional[Path]] = {}  # folder -> nearest [tool.torchlint] file
         self._root_of: Dict[Path, Optional[Path]] = {}  # folder -> its project root (dependency files)
@@ -543,10 +544,13 @@ class SettingsResolver:
     def for_path(self, path: str) -> Settings:
         if self.fixed is not None:
             return self.fixed
-        p = Path(path)
-        directory = (p if p.is_dir() else p.parent)
-        try:
-            directory = directory.resolve()
-        except OSError:
-            return self.default
-        return self._for_dir(directory)
+        # the folder as given, made absolute, is resolved once (a tree has few folders, many files)
+        folder = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+        settings = self._by_folder.get(folder)
+        if settings is None:
+            try:
+                directory = Path(folder).resolve()
+            except OSError:
+                return self.default
+            settings = self._by_folder[folder] = self._for_dir(directory)
+        return settings

@@ -98,7 +98,7 @@ class GitIgnore:
         d = os.path.dirname(path)
         chain = []
         while True:
-            if d in self._rules:
+            if self._rules.get(d):  # a folder whose .gitignore has rules (most have none)
                 chain.append(d)
             parent = os.path.dirname(d)
             if parent == d:

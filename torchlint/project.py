@@ -26,6 +26,7 @@ import re
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from torchlint.torch_api import canonical_name
@@ -52,13 +53,29 @@ class FileFacts:
     #: from, for project classes that subclass one the rules care about (``GpuDataParallel``).
     subclasses: Mapping[str, str] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def digest(self) -> str:
         if not self.per_step and not self.moved_loaders and not self.subclasses:
             return ""
         data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
                            sorted(self.subclasses.items())])
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+
+    def to_json(self) -> list:
+        """[] for no facts; else what ``from_json`` reads back (the results cache's project file)."""
+        if not self.digest:
+            return []
+        return [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
+
+    @staticmethod
+    def from_json(row) -> "FileFacts":
+        if not row:
+            return EMPTY_FACTS
+        per_step, moved, subclasses = row
+        if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)):
+            raise ValueError("bad facts")
+        return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
+                         {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()})
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -497,6 +514,8 @@ class ProjectIndex:
             self.by_module.setdefault(summary["module"], path)
         self.per_step: Dict[Tuple[str, str], Tuple[str, str]] = {}
         self.moved: Dict[Tuple[str, str], str] = {}
+        self._torch_bases: Dict[Tuple[str, str], Optional[str]] = {}
+        self._by_path: Optional[Dict[str, Tuple[dict, dict]]] = None
         self._propagate()
 
     def _function(self, path: str, qualname: str) -> Optional[dict]:
@@ -576,8 +595,13 @@ class ProjectIndex:
                     mark(target, kind, why)
 
     def facts_for(self, path: str) -> FileFacts:
-        per_step = {q: v for (p, q), v in self.per_step.items() if p == path}
-        moved = {q: v for (p, q), v in self.moved.items() if p == path}
+        if self._by_path is None:  # the facts grouped by file once, not scanned per file
+            self._by_path = {}
+            for (p, q), v in self.per_step.items():
+                self._by_path.setdefault(p, ({}, {}))[0][q] = v
+            for (p, q), v in self.moved.items():
+                self._by_path.setdefault(p, ({}, {}))[1][q] = v
+        per_step, moved = self._by_path.get(path, ({}, {}))
         subclasses = self._subclasses_seen_from(path)
         return FileFacts(per_step, moved, subclasses) if per_step or moved or subclasses else EMPTY_FACTS
 
@@ -585,7 +609,11 @@ class ProjectIndex:
     def torch_base(self, path: str, name: str, seen: Optional[Set[Tuple[str, str]]] = None) -> Optional[str]:
         """The torch class of ``TRACKED_BASES`` the project class ``name`` of ``path`` derives
         from, through project classes in any file, or None."""
-        seen = seen if seen is not None else set()
+        if seen is None:  # a question from outside: answered once per class
+            memo = self._torch_bases
+            if (path, name) not in memo:
+                memo[(path, name)] = self.torch_base(path, name, set())
+            return memo[(path, name)]
         if (path, name) in seen:
             return None
         seen.add((path, name))

@@ -249,6 +249,18 @@ def lint_paths(
     stats: Dict[str, Optional[os.stat_result]] = {}
     summaries: Dict[str, dict] = {}
     first_todo: List[str] = []
+    # An unchanged tree: the facts the project index gave last time stand (phases 1 and 2 skipped)
+    known = cache.lookup_project(files) if cache is not None else None
+    known_facts: Dict[str, "FileFacts"] = {}
+    if known is not None:
+        from torchlint.project import FileFacts
+
+        try:
+            known_facts = {path: FileFacts.from_json(known[0].get(os.path.abspath(path))) for path in files}
+        except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+            known = None
+        else:
+            stats.update(known[1])
     for path in files:
         settings = resolver.for_path(path)
         index = settings_ids.get(id(settings))
@@ -257,6 +269,8 @@ def lint_paths(
             settings_list.append(settings)
         index_of[path] = index
         summary = None
+        if known is not None:
+            continue
         if cache is not None:
             summary, stats[path] = cache.lookup_summary(path)
         if summary is not None:
@@ -287,11 +301,14 @@ def lint_paths(
     # Phase 2
     from torchlint.project import ProjectIndex
 
-    project = ProjectIndex(summaries) if summaries else None
+    project = ProjectIndex(summaries) if summaries and known is None else None
     todo: List[tuple] = []
     facts_of: Dict[str, "FileFacts"] = {}
     for path in files:
-        facts = project.facts_for(path) if project is not None else EMPTY_FACTS
+        if known is not None:
+            facts = known_facts[path]
+        else:
+            facts = project.facts_for(path) if project is not None else EMPTY_FACTS
         facts_of[path] = facts
         settings = settings_list[index_of[path]]
         if path in finished and not (facts.digest and finished[path][2]):
@@ -321,6 +338,9 @@ def lint_paths(
             cache.store(path, settings_list[index_of[path]], st, digest, diagnostics, facts_of[path].digest)
     if cache is not None:
         cache.save()
+        if known is None and not result.errors:
+            cache.store_project({path: stats.get(path) for path in files},
+                                {path: facts.to_json() for path, facts in facts_of.items()})
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result
 
