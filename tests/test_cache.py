@@ -125,6 +125,22 @@ def test_settings_and_code_changes_invalidate(project, capsys, monkeypatch):
     assert linted == ["a.py", "a.py"]
 
 
+def test_indexes_of_other_torchlint_code_unused_for_a_week_are_removed(project, capsys):
+    write(project / "a.py", BAD)
+    findings(capsys, ".")
+    folder = project / ".torchlint_cache" / "v1"
+    stale, recent = folder / "0123456789abcdef01234567.json", folder / "summaries" / "76543210fedcba9876543210.json"
+    for index in (stale, recent):
+        index.write_text("{}")
+    week = cache_mod.STALE_INDEX_SECONDS
+    os.utime(stale, (OLD // 10**9, OLD // 10**9))
+    os.utime(recent, (os.path.getmtime(recent) - week / 2,) * 2)
+    write(project / "a.py", GOOD)  # something to save
+    assert findings(capsys, ".") == []
+    assert not stale.exists() and recent.exists()
+    assert len(list(folder.glob("*.json"))) == 1  # this run's index
+
+
 def test_corrupt_index_is_ignored_and_rewritten(project, capsys, monkeypatch):
     write(project / "a.py", BAD)
     findings(capsys, ".")

@@ -301,13 +301,23 @@ class Cache:
     def lookup_summary(self, path: str) -> Tuple[Optional[dict], Optional[os.stat_result]]:
         """(the file's cached project summary or None, its stat)."""
         entry, st = self._lookup_entry(self._summaries(), path, "")
-        if entry is not None and len(entry.findings) == 1 and isinstance(entry.findings[0], dict):
-            return entry.findings[0], st
+        if entry is not None and len(entry.findings) == 1 and isinstance(entry.findings[0], str):
+            try:
+                summary = json.loads(entry.findings[0])
+            except (ValueError, RecursionError):
+                return None, st
+            if isinstance(summary, dict):
+                return summary, st
         return None, st
 
     def store_summary(self, path: str, st: os.stat_result, digest: str, summary: Optional[dict]) -> None:
+        # kept as one JSON string: its checksum hashes a string, not a nested structure, and an
+        # unchanged entry is written back without being encoded again
         if summary is not None:
-            self._store_entry(self._summaries(), path, st, f"{digest}+", [summary])
+            from torchlint.project import compact_summary
+
+            text = json.dumps(compact_summary(summary), separators=(",", ":"))
+            self._store_entry(self._summaries(), path, st, f"{digest}+", [text])
 
     # -- the project index's product, so that an unchanged tree skips phases 1 and 2 ------------
     def _project_path(self) -> str:
@@ -374,8 +384,35 @@ class Cache:
 
                 reap_stale(os.path.dirname(index.path))  # left by runs killed while saving
                 index.save()
+                _forget_other_versions(index.path)
             except OSError as exc:  # read-only tree, full disk: the run still succeeds
                 print(f"torchlint: warning: cannot write cache {index.path}: {exc}", file=sys.stderr)
+
+
+#: Indexes of other torchlint code (another version, an edited checkout) unused this long are removed.
+STALE_INDEX_SECONDS = 7 * 24 * 3600
+
+
+def _forget_other_versions(saved: str) -> None:
+    """Remove the indexes beside ``saved`` that no run has written for ``STALE_INDEX_SECONDS``:
+    each torchlint version keys its own, so a cache would otherwise grow with every upgrade.
+    Recently used ones stay (two versions may share a project, e.g. a pre-commit pin)."""
+    folder = os.path.dirname(saved)
+    cutoff = time.time() - STALE_INDEX_SECONDS
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        if not name.endswith(".json") or name.split(".", 1)[0] == os.path.basename(saved).split(".", 1)[0]:
+            continue  # not an index, or this one (and its project file)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def _is_racy(mtime_ns: int) -> bool:

@@ -32,7 +32,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 # Torch classes whose project subclasses rules treat as the class itself (TL701).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel"})
 TRAIN, EVAL = "train", "eval"
@@ -290,6 +290,11 @@ class _Summarizer:
                 if isinstance(node, ast.ClassDef):
                     bases = [_dotted(b) for b in node.bases]
                     classes[node.name] = [self.qualify(b, {}) for b in bases if b]
+        # A call of a bare name, or of self./cls., can only name a function of this file (phase 2
+        # resolves it here): calls of names no function here bears (builtins, locals) are dropped.
+        defined = {q.rpartition(".")[2] for q in self.functions}
+        for record in [self.top, *self.functions.values()]:
+            record["calls"] = [c for c in record["calls"] if c.startswith("@") or _local_name(c) in defined]
         return {"v": SUMMARY_VERSION, "module": self.module, "imports": self.imports,
                 "functions": self.functions, "top": self.top, "classes": classes,
                 "gpu_trainer": self.gpu_trainer}
@@ -516,6 +521,7 @@ class ProjectIndex:
         self.moved: Dict[Tuple[str, str], str] = {}
         self._torch_bases: Dict[Tuple[str, str], Optional[str]] = {}
         self._by_path: Optional[Dict[str, Tuple[dict, dict]]] = None
+        self._tracked: Optional[bool] = None
         self._propagate()
 
     def _function(self, path: str, qualname: str) -> Optional[dict]:
@@ -569,11 +575,11 @@ class ProjectIndex:
             for caller, record in records:
                 if caller is not None and record.get("hook"):
                     mark((path, caller), record["hook"], f"a hook that runs every step (`{caller.rsplit('.', 1)[-1]}`)")
-                for callee, line in record["step_calls"]:
+                for callee, line in record.get("step_calls", ()):
                     key = self.resolve(path, caller, callee)
                     if key is not None:
                         mark(key, TRAIN, f"called every step from {_short(path)}:{line}")
-                for callee, line in record["moved_factories"]:
+                for callee, line in record.get("moved_factories", ()):
                     key = self.resolve(path, caller, callee)
                     if key is not None and self._function(*key).get("returns_loader"):
                         self.moved.setdefault(key, f"{_short(path)}:{line}")
@@ -589,7 +595,7 @@ class ProjectIndex:
             kind, why = self.per_step[key]
             path, caller = key
             record = self._function(path, caller)
-            for callee in record["calls"]:
+            for callee in record.get("calls", ()):
                 target = self.resolve(path, caller, callee)
                 if target is not None and target != key:
                     mark(target, kind, why)
@@ -634,6 +640,13 @@ class ProjectIndex:
                     return result
         return None
 
+    def _has_tracked_classes(self) -> bool:
+        """Does any project class derive from one of ``TRACKED_BASES``? (Most projects: no.)"""
+        if self._tracked is None:
+            self._tracked = any(self.torch_base(path, name) for path, summary in self.summaries.items()
+                                for name in summary.get("classes", {}))
+        return self._tracked
+
     def _class_target(self, dotted: str) -> Optional[Tuple[str, str]]:
         module, _, name = dotted.rpartition(".")
         path = self.by_module.get(module)
@@ -643,7 +656,7 @@ class ProjectIndex:
 
     def _subclasses_seen_from(self, path: str) -> Dict[str, str]:
         summary = self.summaries.get(path)
-        if summary is None:
+        if summary is None or not self._has_tracked_classes():
             return {}
         found: Dict[str, str] = {}
         for name in summary.get("classes", {}):
@@ -657,6 +670,20 @@ class ProjectIndex:
                 if base:
                     found[local] = base
         return found
+
+
+def compact_summary(summary: dict) -> dict:
+    """The summary without the empty fields of its function records (the results cache stores
+    tens of thousands of them); phase 2 reads a missing field as empty."""
+    functions = {q: {k: v for k, v in record.items() if v or k == "line"} for q, record in summary["functions"].items()}
+    return dict(summary, functions=functions)
+
+
+def _local_name(callee: str) -> str:
+    """The name a non-import call looks up among this file's functions: ``f`` -> f,
+    ``self.f`` / ``cls.f`` -> f."""
+    head, _, rest = callee.partition(".")
+    return rest.partition(".")[0] if head in ("self", "cls") else callee
 
 
 def _short(path: str) -> str:
