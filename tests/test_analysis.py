@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from torchlint.analysis import UNKNOWN, get_arg, has_star_args, literal_value, may_bind, method_call, tensor_factory
 from torchlint.config import Settings
 from torchlint.context import FileContext
+from torchlint.syntax import UNKNOWN, get_arg, has_star_args, literal_value, may_bind, method_call, tensor_factory
 
 
 def ctx_for(code: str) -> FileContext:
@@ -47,11 +47,11 @@ def test_star_args_make_parameters_unknown():
 
 def test_tensor_factory_resolves_through_imports():
     ctx = ctx_for("import torch as th\nfrom torch import zeros as z\n")
-    assert tensor_factory(call("th.randn(3)"), ctx) == "randn"
-    assert tensor_factory(call("z(3)"), ctx) == "zeros"
-    assert tensor_factory(call("np.zeros(3)"), ctx) is None
-    assert tensor_factory(call("th.nn.zeros(3)"), ctx) is None
-    assert tensor_factory(call("th.from_numpy(a)"), ctx) is None
+    assert tensor_factory(ctx, call("th.randn(3)")) == "randn"
+    assert tensor_factory(ctx, call("z(3)")) == "zeros"
+    assert tensor_factory(ctx, call("np.zeros(3)")) is None
+    assert tensor_factory(ctx, call("th.nn.zeros(3)")) is None
+    assert tensor_factory(ctx, call("th.from_numpy(a)")) is None
 
 
 def test_method_call():
@@ -72,10 +72,10 @@ def test_method_call():
      ("f()", False)],
 )
 def test_is_accelerator_device(src, expected):
-    from torchlint.analysis import is_accelerator_device
+    from torchlint.heuristics import is_accelerator_device
 
     ctx = ctx_for("import torch as th\n")
-    assert is_accelerator_device(cst.parse_expression(src), ctx) is expected
+    assert is_accelerator_device(ctx, cst.parse_expression(src)) is expected
 
 
 @pytest.mark.parametrize(
@@ -92,14 +92,14 @@ def test_is_accelerator_device(src, expected):
     ],
 )
 def test_with_keyword_args_keeps_layout(src, expected):
-    from torchlint.analysis import with_keyword_args
+    from torchlint.fixbuilders import with_keyword_args
 
     new = with_keyword_args(call(src), [("device", cst.Name("d")), ("dtype", cst.Name("t"))])
     assert cst.Module(body=[]).code_for_node(new) == expected
 
 
 def test_code_in_place_keeps_block_indentation():
-    from torchlint.analysis import code_in_place, with_keyword_args
+    from torchlint.fixbuilders import code_in_place, with_keyword_args
 
     code = "def f():\n    if x:\n        y = g(\n            a,\n        )\n"
     ctx = ctx_for(code)
@@ -115,20 +115,17 @@ def test_code_in_place_keeps_block_indentation():
 
 import textwrap  # noqa: E402
 
-from torchlint.analysis import (  # noqa: E402
-    enclosing_loops,
+from torchlint.engine import walk  # noqa: E402
+from torchlint.heuristics import (  # noqa: E402
     in_debug_branch,
     in_oom_handler,
-    in_test_code,
     is_per_step_function,
     is_periodic_guard,
-    is_test_module,
-    is_test_path,
-    is_training_loop,
     under_memory_switch,
-    under_periodic_guard,
 )
-from torchlint.engine import walk  # noqa: E402
+from torchlint.loops import is_training_loop, under_periodic_guard  # noqa: E402
+from torchlint.syntax import enclosing_loops  # noqa: E402
+from torchlint.testcode import in_test_code, is_test_module, is_test_path  # noqa: E402
 
 
 def at_marks(code: str, question, path: str = "t.py"):
@@ -152,7 +149,7 @@ def at_marks(code: str, question, path: str = "t.py"):
 
 def innermost_loop_is_training(ctx, node):
     loops = enclosing_loops(ctx)
-    return bool(loops) and is_training_loop(loops[0], ctx)
+    return bool(loops) and is_training_loop(ctx, loops[0])
 
 
 @pytest.mark.parametrize(
@@ -208,7 +205,7 @@ def test_is_training_loop_is_memoized_on_the_context():
     module = cst.parse_module(code)
     ctx = FileContext("t.py", code, module, Settings())
     loop = module.body[0]
-    assert is_training_loop(loop, ctx) is True
+    assert is_training_loop(ctx, loop) is True
     assert ("training_loop", id(loop)) in ctx.analysis_memo
 
 
@@ -371,7 +368,7 @@ def test_under_memory_switch():
 
 
 def test_bound_names_and_body_simple_statements():
-    from torchlint.analysis import body_simple_statements, bound_names
+    from torchlint.syntax import body_simple_statements, bound_names
 
     for_target = cst.parse_statement("for i, (x, *y) in z:\n    pass\n").target
     assert bound_names(for_target) == {"i", "x", "y"}

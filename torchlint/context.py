@@ -91,7 +91,7 @@ class FileContext:
         #: Ancestors of the node being visited, outermost first (the Module is ancestors[0]).
         self.ancestors: List[cst.CSTNode] = []
         self.pending: List[PendingDiagnostic] = []
-        #: Answers of analysis helpers, memoized per file: (helper name, id(node)) -> answer.
+        #: Answers of the question helpers (syntax.memo), memoized per file: (helper name, id(node)) -> answer.
         self.analysis_memo: Dict[Tuple[str, int], Any] = {}
         self._semantic: Optional[SemanticModel] = None
         #: Facts about this file that come from the rest of the project (see ``project.py``).

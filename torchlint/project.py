@@ -124,7 +124,7 @@ def _words(name: Optional[str]) -> Set[str]:
 
 
 def _is_periodic(test: ast.AST) -> bool:
-    """``analysis.is_periodic_guard`` on the ``ast`` tree: true on few iterations."""
+    """``heuristics.is_periodic_guard`` on the ``ast`` tree: true on few iterations."""
     if isinstance(test, ast.BoolOp):
         parts = [_is_periodic(v) for v in test.values]
         return any(parts) if isinstance(test.op, ast.And) else all(parts)
@@ -151,7 +151,7 @@ _DEVICE_NAMES = frozenset({"dev", "rank", "local_rank", "gpu", "gpu_id"})
 
 
 def _moves_to_device(call: ast.Call) -> bool:
-    """``x.cuda()``, ``x.to(device)``, ``x.to(..., non_blocking=True)`` (``analysis.parse_move``
+    """``x.cuda()``, ``x.to(device)``, ``x.to(..., non_blocking=True)`` (``heuristics.moves_to_accelerator``
     on the ``ast`` tree, coarser: it only decides which factories to look at again)."""
     func = call.func
     if not isinstance(func, ast.Attribute):

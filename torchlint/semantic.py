@@ -21,7 +21,7 @@ branches (blocks) each sits in. From that the model answers, for every rule:
   same file.
 
 The model is about names and values, never about heuristics on words; those stay in
-``analysis.py``. Tests: ``tests/test_semantic.py``.
+``heuristics.py`` (word lists in ``words.py``). Tests: ``tests/test_semantic.py``.
 """
 
 from __future__ import annotations

@@ -57,3 +57,9 @@ def in_test_scope(ancestors: Sequence[cst.CSTNode]) -> bool:
     return False
 
 
+
+
+def in_test_code(ctx) -> bool:
+    """A test module, or inside a ``test*`` function or a ``Test*`` class. The engine applies
+    this to every rule whose ``skip_in_tests`` is set; rules need not ask."""
+    return is_test_module(ctx.path, ctx.text) or in_test_scope(ctx.ancestors)

@@ -3,6 +3,8 @@ in processes that never import it)."""
 
 from __future__ import annotations
 
+import re
+
 # An `if` on these runs on few iterations: `if step % log_every == 0`, `if verbose:`,
 # `if self.control.should_save:` / `should_evaluate` (the HF Trainer's periodic checkpoints and evals).
 PERIODIC_WORDS = frozenset({"log", "logging", "logger", "verbose", "debug", "print", "display", "report", "plot",
@@ -48,3 +50,18 @@ TIMED_ITERATOR_WORDS = TIMING_WORDS | frozenset({"log", "logger", "logging", "me
 # Names of code that runs once, at set-up or load time: `__init__`, `__setstate__`, `load_state_dict`.
 SETUP_WORDS = frozenset({"init", "setstate", "setup", "load", "restore", "build", "create", "configure",
                          "register", "convert", "prepare", "reset"})
+# Names a device is usually held in: `device`, `self.device`, `args.device`, `rank`, `local_rank`.
+DEVICE_NAME_WORDS = frozenset({"dev", "rank", "local_rank", "gpu", "gpu_id"})
+# Words of a memory setting: `if args.empty_unused_memory_level >= 1:`, `if cfg.release_cache:`.
+MEMORY_WORDS = frozenset({"empty", "cache", "memory", "mem", "unused", "release"})
+# Code that speaks of running out of memory (`if "out of memory" in str(e):`).
+OOM_TEXT = re.compile(r"out of memory|outofmemory|out_of_memory|\boom\b|reduce_batch_size", re.IGNORECASE)
+# Words of a debugging switch: `if debug:`, `if args.detect_anomaly:`, `os.environ.get("TORCH_DEBUG")`.
+DEBUG_WORDS = frozenset({"debug", "debugging", "anomaly", "sanity", "nan", "profile", "profiling", "profiler",
+                         "trace", "tracing"})
+DEBUG_TEXT = re.compile(r"debug|anomaly|profil|sanity", re.IGNORECASE)
+# Names of code whose purpose is a debugging or profiling tool: `class AutogradProfiler`,
+# `def enable_debug_mode`, `profiling_tracer.py`.
+TOOL_NAME_WORDS = frozenset({"debug", "debugging", "anomaly", "profile", "profiler", "profiling"})
+# Functions named to run once per training step (besides `*_step`, `*_forward`, `*_loss`).
+PER_STEP_NAMES = frozenset({"forward", "step", "train_batch", "train_on_batch"})

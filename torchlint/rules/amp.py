@@ -7,12 +7,13 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import memo, with_leading_args
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE
+from torchlint.fixbuilders import with_leading_args
 from torchlint.imports import dotted_name
 from torchlint.rules.base import Rule
 from torchlint.rules.compat import _spelling, compat_imported_names, in_compatibility_code
+from torchlint.syntax import memo
 from torchlint.tree import walk
 
 # legacy name -> (new name, device, the legacy positional parameters in order)

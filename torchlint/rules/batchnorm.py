@@ -7,12 +7,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import UNKNOWN, body_simple_statements, get_arg, literal_value
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
 from torchlint.diagnostics import UNSAFE
 from torchlint.imports import dotted_name
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import ASSIGN, AUGMENT, LOOP, PARAM
+from torchlint.syntax import UNKNOWN, body_simple_statements, get_arg, literal_value
 from torchlint.torch_api import CONV_BIAS_POSITIONS, CONV_CLASSES, MEAN_SUBTRACTING_NORMS
 from torchlint.tree import iter_children
 

@@ -15,7 +15,6 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import get_arg, has_star_args, literal_value, may_bind, memo, with_keyword_args
 from torchlint.context import DELETE_LINES, INSERT_BEFORE, FixSpec, NodeEdit
 from torchlint.deprecations import (
     DEPRECATED_TOKENS,
@@ -25,8 +24,10 @@ from torchlint.deprecations import (
     is_pure_rename,
 )
 from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.fixbuilders import with_keyword_args
 from torchlint.imports import dotted_name
 from torchlint.rules.base import Rule
+from torchlint.syntax import get_arg, has_star_args, literal_value, may_bind, memo
 from torchlint.tree import walk
 
 TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})

@@ -6,24 +6,23 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import (
-    enclosing_function,
-    memo,
-    moves_to_accelerator,
-    qualified_name,
-    body_simple_statements,
-    bound_names,
-    get_arg,
-    has_star_args,
-    is_accelerator_device,
-    literal_value,
-    method_call,
-    tensor_factory,
-    with_keyword_args,
-)
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.fixbuilders import with_keyword_args
+from torchlint.heuristics import is_accelerator_device, moves_to_accelerator
 from torchlint.rules.base import Rule
+from torchlint.syntax import (
+    body_simple_statements,
+    bound_names,
+    enclosing_function,
+    get_arg,
+    has_star_args,
+    literal_value,
+    memo,
+    method_call,
+    qualified_name,
+    tensor_factory,
+)
 from torchlint.torch_api import DATALOADER, DATALOADER_PARAMS
 from torchlint.tree import walk
 
@@ -133,7 +132,7 @@ class DataLoaderNumWorkers(Rule):
             return True  # in memory already (on the device, or on the host: workers only pickle rows)
         if self.ctx.resolve_call(value) == "torch.load":
             location = get_arg(value, "map_location", 1)  # loaded onto the device: workers cannot help
-            return location is not None and is_accelerator_device(location.value, self.ctx)
+            return location is not None and is_accelerator_device(self.ctx, location.value)
         cls = _module_class(self.ctx.module, value.func)
         return cls is not None and (
             any(self.ctx.resolve(base.value) in ITERABLE_DATASETS for base in cls.bases)
@@ -300,7 +299,7 @@ def _items_are_tensor_rows(cls: cst.ClassDef, ctx) -> bool:
                 if _self_attr(inner):
                     writes[inner.attr.value] = writes.get(inner.attr.value, 0) + 1
     return all(
-        writes.get(attr) == 1 and attr in top_level and tensor_factory(top_level[attr], ctx) is not None
+        writes.get(attr) == 1 and attr in top_level and tensor_factory(ctx, top_level[attr]) is not None
         for attr in attrs
     )
 
@@ -317,7 +316,7 @@ def _body_moves_items(loop: cst.For, ctx) -> bool:
     """Does the loop body move a value derived from the loop variables to an accelerator?"""
     def compute():
         for n in walk(loop.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            if isinstance(n, cst.Call) and moves_to_accelerator(n, ctx) and ctx.semantic.derives_from(n.func.value, loop):
+            if isinstance(n, cst.Call) and moves_to_accelerator(ctx, n) and ctx.semantic.derives_from(n.func.value, loop):
                 return True
         return False
 

@@ -6,17 +6,11 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import (
-    code_in_place,
-    get_arg,
-    has_star_args,
-    in_debug_branch,
-    indentation,
-    literal_value,
-    statement_removal_edits,
-)
 from torchlint.context import REPLACE, FixSpec, NodeEdit
+from torchlint.fixbuilders import code_in_place, indentation, statement_removal_edits
+from torchlint.heuristics import in_debug_branch
 from torchlint.rules.base import Rule
+from torchlint.syntax import get_arg, has_star_args, literal_value
 from torchlint.torch_api import DETECT_ANOMALY, LEGACY_PROFILERS, SET_DETECT_ANOMALY
 
 _MESSAGES = {

@@ -7,24 +7,22 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import (
+from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
+from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.fixbuilders import with_keyword_args
+from torchlint.heuristics import is_accelerator_device, is_per_step_function
+from torchlint.loops import runs_every_step
+from torchlint.rules.base import GAP, Rule
+from torchlint.semantic import ASSIGN, AUGMENT
+from torchlint.syntax import (
     enclosing_function,
     enclosing_loops,
     get_arg,
-    is_accelerator_device,
-    is_per_step_function,
     literal_value,
     method_call,
     move_arguments,
-    runs_every_step,
     tensor_factory,
-    with_keyword_args,
 )
-from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
-from torchlint.semantic import ASSIGN, AUGMENT
-from torchlint.tree import walk
-from torchlint.diagnostics import SAFE, UNSAFE
-from torchlint.rules.base import GAP, Rule
 from torchlint.torch_api import (
     DEVICE_FACTORIES,
     DTYPE_EXACT_FACTORIES,
@@ -32,6 +30,7 @@ from torchlint.torch_api import (
     TENSOR_CUDA_PARAMS,
     TENSOR_TO_PARAMS,
 )
+from torchlint.tree import walk
 
 # The prefilter's `.to(` / `.cuda(`, however it is spelt (see GAP). Sound: the rule only fires on
 # an Attribute `to`/`cuda` that is called.
@@ -310,7 +309,7 @@ class TensorMovedAfterCreation(Rule):
             expr, chained = method[0], True
         if not isinstance(expr, cst.Call):
             return None
-        short = tensor_factory(expr, self.ctx)
+        short = tensor_factory(self.ctx, expr)
         if short is None:
             name = self.ctx.resolve_call(expr)
             if name is None or not name.startswith("torch.") or name[6:] not in LEGACY_TENSOR_TYPES:
@@ -460,10 +459,10 @@ def _move_target(
         index = literal_value(device)
         if isinstance(index, int) and not isinstance(index, bool):
             return cst.SimpleString(f'"cuda:{index}"'), None
-        if isinstance(index, str) and is_accelerator_device(device, ctx):
+        if isinstance(index, str) and is_accelerator_device(ctx, device):
             return device, None
         return None  # .cuda(x): x may be None (the current device), which device=None is not
-    if device is None or not is_accelerator_device(device, ctx):
+    if device is None or not is_accelerator_device(ctx, device):
         return None
     return device, bound.get("dtype")
 

@@ -6,15 +6,9 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import (
-    enclosing_loops,
-    get_arg,
-    is_training_loop,
-    literal_value,
-    method_call,
-    runs_every_step,
-)
+from torchlint.loops import is_training_loop, runs_every_step
 from torchlint.rules.base import Rule
+from torchlint.syntax import enclosing_loops, get_arg, literal_value, method_call
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
 ALL_REDUCE = "torch.distributed.all_reduce"
@@ -107,7 +101,7 @@ class PerParameterAllReduce(Rule):
         return bool(values) and all(_iterates_parameters(v) for v in values)
 
     def _every_step(self, loop: cst.For) -> bool:
-        if any(is_training_loop(l, self.ctx) for l in enclosing_loops(self.ctx) if l is not loop):
+        if any(is_training_loop(self.ctx, l) for l in enclosing_loops(self.ctx) if l is not loop):
             return True
         return runs_every_step(self.ctx) is not None
 

@@ -7,26 +7,20 @@ from typing import List, Optional
 
 import libcst as cst
 
-from torchlint.analysis import (
-    bound_names,
+from torchlint.heuristics import is_loader_expression, moves_to_accelerator
+from torchlint.loops import (
     calls_gradient_step,
-    enclosing_function,
-    enclosing_loops,
     grad_disabled,
     grad_disabled_in,
-    is_loader_expression,
     is_training_loop,
-    memo,
-    method_call,
-    moves_to_accelerator,
-    name_tokens,
     runs_every_step,
     under_periodic_guard,
 )
 from torchlint.rules.base import GAP, Rule
-from torchlint.words import EVAL_WORDS as _EVAL_WORDS, TRAIN_WORDS as _TRAIN_WORDS
-from torchlint.tree import iter_children
+from torchlint.syntax import bound_names, enclosing_function, enclosing_loops, memo, method_call, name_tokens
 from torchlint.torch_api import HOST_SYNC_METHODS
+from torchlint.tree import iter_children
+from torchlint.words import EVAL_WORDS as _EVAL_WORDS, TRAIN_WORDS as _TRAIN_WORDS
 
 # Receivers whose `.cpu()` moves a module, not a tensor: not a per-step host sync.
 _MODULE_WORDS = frozenset({"self", "model", "module", "net", "network", "encoder", "decoder"})
@@ -193,7 +187,7 @@ class HostSyncInLoop(Rule):
     )
     uses_project = True
     # ... and only in a training loop (or a function the project proves runs every step): over a `*loader*` (or a DataLoader), or one whose body calls
-    # `.backward()` / `.step()` (see analysis.is_training_loop).
+    # `.backward()` / `.step()` (see loops.is_training_loop).
     # (explicit syncs need `.item()`/`.cpu()`/..., implicit ones only Python syntax: no token)
     requires = ((mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),)
     ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True)
@@ -260,7 +254,7 @@ class HostSyncInLoop(Rule):
         return False
 
     def _on_device(self, value: cst.BaseExpression) -> bool:
-        return self.ctx.semantic.on_device(value, lambda call: moves_to_accelerator(call, self.ctx))
+        return self.ctx.semantic.on_device(value, lambda call: moves_to_accelerator(self.ctx, call))
 
     def _device_mask(self, mask: cst.BaseExpression, seen) -> bool:
         """A boolean tensor on the device: a comparison of a device value, its negation or
@@ -289,9 +283,9 @@ class HostSyncInLoop(Rule):
         """Where ``node`` runs once per training step ("in a training loop", or in a function the
         project index proves per-step), outside guards and evaluation; None elsewhere. Implicit
         syncs count only in loops that take the gradient step themselves."""
-        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(self.ctx, l)), None)
         if loop is not None:
-            if not calls_gradient_step(loop, self.ctx):
+            if not calls_gradient_step(self.ctx, loop):
                 return None
             if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
                 return None
@@ -319,7 +313,7 @@ class HostSyncInLoop(Rule):
         parent = self.ctx.parent
         if mc[1] == "cpu" and isinstance(parent, cst.Attribute) and parent.attr.value in _MODULE_METHODS:
             return
-        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(self.ctx, l)), None)
         first = _sync_methods_in_chain(node)[0]
         if loop is None:
             self._check_per_step_function(node, first)
@@ -344,7 +338,7 @@ class HostSyncInLoop(Rule):
     def _already_on_host(self, node: cst.Call) -> bool:
         """The chain reads a value already on the host: what the loader yielded (before any
         move), or what an earlier ``.cpu()``/``.numpy()``/``.item()`` returned."""
-        return self.ctx.semantic.on_host(_chain_origin(node), lambda it: is_loader_expression(it, self.ctx))
+        return self.ctx.semantic.on_host(_chain_origin(node), lambda it: is_loader_expression(self.ctx, it))
 
     def _inside_reported_chain(self, node: cst.Call) -> bool:
         """Is `node` the receiver of an outer sync call (`x.cpu()` in `x.cpu().numpy()`)?"""
@@ -376,9 +370,9 @@ class HostSyncInLoop(Rule):
         return bool(resolved) and resolved.split(".", 1)[0] in _HOST_LIBRARIES
 
     def _is_evaluation(self, loop: cst.CSTNode) -> bool:
-        if calls_gradient_step(loop, self.ctx):
+        if calls_gradient_step(self.ctx, loop):
             return False
-        if grad_disabled(self.ctx, upto=loop) or grad_disabled_in(loop, self.ctx):
+        if grad_disabled(self.ctx, upto=loop) or grad_disabled_in(self.ctx, loop):
             return True
         func = enclosing_function(self.ctx)
         if func is not None and set(name_tokens(func.name)) & _EVAL_WORDS:

@@ -6,9 +6,14 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import (
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import UNSAFE
+from torchlint.imports import dotted_name
+from torchlint.loops import calls_gradient_step
+from torchlint.rules.base import Rule
+from torchlint.semantic import PARAM
+from torchlint.syntax import (
     UNKNOWN,
-    calls_gradient_step,
     enclosing_function,
     enclosing_loops,
     get_arg,
@@ -16,11 +21,6 @@ from torchlint.analysis import (
     literal_value,
     name_tokens,
 )
-from torchlint.context import FixSpec, NodeEdit
-from torchlint.diagnostics import UNSAFE
-from torchlint.imports import dotted_name
-from torchlint.rules.base import Rule
-from torchlint.semantic import PARAM
 from torchlint.torch_api import DATALOADER, DATALOADER_PARAMS
 from torchlint.tree import walk
 from torchlint.words import DISTRIBUTED_WORDS, EVAL_WORDS, TRAIN_WORDS
@@ -195,7 +195,7 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         if current is not None:
             edit = NodeEdit(current.value, value)
         else:
-            from torchlint.analysis import with_keyword_args
+            from torchlint.fixbuilders import with_keyword_args
 
             edit = NodeEdit(node, with_keyword_args(node, [("persistent_workers", value)]))
         code = cst.Module([]).code_for_node(value)
@@ -248,7 +248,7 @@ class DistributedSampler(_LoaderRule):
             self.prepared.update(dotted_name(a.value) or "" for a in node.args)
 
     def visit_For(self, node: cst.For) -> None:
-        if self.pending and calls_gradient_step(node, self.ctx):
+        if self.pending and calls_gradient_step(self.ctx, node):
             self.trained.update(id(c) for c in self.ctx.semantic.loader_calls(node.iter))
 
     def leave_Module(self, node: cst.Module) -> None:

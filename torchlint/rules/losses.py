@@ -7,9 +7,9 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis import get_arg, method_call
 from torchlint.rules.base import Rule
 from torchlint.semantic import CLASS
+from torchlint.syntax import get_arg, method_call
 
 SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
 SOFTMAX_MODULE = "torch.nn.Softmax"

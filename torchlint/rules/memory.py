@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis import (
-    calls_gradient_step,
-    enclosing_function,
-    enclosing_loops,
-    in_oom_handler,
-    is_per_step_function,
-    is_training_loop,
-    runs_every_step,
-    statement_removal_edits,
-    under_memory_switch,
-    under_periodic_guard,
-)
 from torchlint.context import FixSpec
+from torchlint.fixbuilders import statement_removal_edits
+from torchlint.heuristics import in_oom_handler, is_per_step_function, under_memory_switch
+from torchlint.loops import calls_gradient_step, is_training_loop, runs_every_step, under_periodic_guard
 from torchlint.rules.base import Rule
+from torchlint.syntax import enclosing_function, enclosing_loops
 from torchlint.torch_api import EMPTY_CACHE_FUNCTIONS
 
 
@@ -55,10 +47,10 @@ class EmptyCache(Rule):
         name = self.ctx.resolve_call(node)
         if name not in EMPTY_CACHE_FUNCTIONS or in_oom_handler(self.ctx):
             return
-        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(self.ctx, l)), None)
         func = enclosing_function(self.ctx)
         if loop is not None:
-            where = "inside a training loop" if calls_gradient_step(loop, self.ctx) else "inside a loop over a data loader"
+            where = "inside a training loop" if calls_gradient_step(self.ctx, loop) else "inside a loop over a data loader"
             scope = loop
         elif (why := runs_every_step(self.ctx, kinds=("train", "eval"))) is not None:
             scope, where = func, f"in `{func.name.value}`, which runs every step ({why}),"

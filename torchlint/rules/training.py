@@ -14,22 +14,14 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import (
-    _is_optimizer_like,
-    calls_gradient_step,
-    enclosing_function,
-    enclosing_loops,
-    grad_disabled,
-    is_loader_expression,
-    memo,
-    method_call,
-    name_tokens,
-)
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
+from torchlint.heuristics import is_loader_expression, is_optimizer_like
 from torchlint.imports import dotted_name
+from torchlint.loops import calls_gradient_step, grad_disabled
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import ASSIGN, AUGMENT, DEF, PARAM
+from torchlint.syntax import enclosing_function, enclosing_loops, memo, method_call, name_tokens
 from torchlint.tree import _children, walk
 from torchlint.words import ACCUMULATION_WORDS, EVAL_WORDS, GRAD_NEEDING_WORDS, MODEL_WORDS
 
@@ -144,7 +136,7 @@ def optimizer_steps(ctx, loop, through_helpers: bool = False) -> List[Tuple[Site
                 if function is not None and _steps_optimizer(ctx, function):
                     found.append((site, None))
                     continue
-            if method is None or method[1] != "step" or not _is_optimizer_like(method[0]):
+            if method is None or method[1] != "step" or not is_optimizer_like(method[0]):
                 continue
             receiver = method[0]
             if "scaler" in (dotted_name(receiver) or "").lower() and site.node.args:
@@ -159,7 +151,7 @@ def _steps_optimizer(ctx, function) -> bool:
     def compute():
         for node in walk(function.body, _SCOPES):
             method = method_call(node)
-            if method is not None and method[1] == "step" and _is_optimizer_like(method[0]):
+            if method is not None and method[1] == "step" and is_optimizer_like(method[0]):
                 return True
         return False
 
@@ -657,7 +649,7 @@ class NoGradInEval(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         ctx = self.ctx
-        if not is_loader_expression(node.iter, ctx) or calls_gradient_step(node, ctx) or grad_disabled(ctx):
+        if not is_loader_expression(ctx, node.iter) or calls_gradient_step(ctx, node) or grad_disabled(ctx):
             return
         function = enclosing_function(ctx)
         scope = function or ctx.module

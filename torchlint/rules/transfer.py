@@ -7,29 +7,25 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import (
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import SAFE, UNSAFE
+from torchlint.fixbuilders import with_keyword_args
+from torchlint.heuristics import in_debug_branch, is_accelerator_device, is_per_step_function
+from torchlint.imports import dotted_name
+from torchlint.loops import is_training_loop, runs_every_step, under_periodic_guard
+from torchlint.rules.base import GAP, Rule
+from torchlint.semantic import ASSIGN, LOOP, PARAM
+from torchlint.syntax import (
     UNKNOWN,
     enclosing_function,
     enclosing_loops,
     get_arg,
     has_star_args,
-    in_debug_branch,
-    is_accelerator_device,
-    is_per_step_function,
-    is_training_loop,
     literal_value,
     method_call,
     move_arguments,
     name_tokens,
-    runs_every_step,
-    under_periodic_guard,
-    with_keyword_args,
 )
-from torchlint.context import FixSpec, NodeEdit
-from torchlint.diagnostics import SAFE, UNSAFE
-from torchlint.imports import dotted_name
-from torchlint.rules.base import GAP, Rule
-from torchlint.semantic import ASSIGN, LOOP, PARAM
 from torchlint.torch_api import DATALOADER_PARAMS, TENSOR_CUDA_PARAMS, TENSOR_TO_PARAMS
 from torchlint.tree import walk
 from torchlint.words import SETUP_WORDS, TIMED_ITERATOR_WORDS, TIMING_WORDS
@@ -77,7 +73,7 @@ class NonBlockingTransfer(Rule):
             return
         if "non_blocking" in bound and literal_value(bound["non_blocking"]) is not False:
             return  # True already, or unknown
-        if method[1] == "to" and not is_accelerator_device(bound.get("device"), self.ctx):
+        if method[1] == "to" and not is_accelerator_device(self.ctx, bound.get("device")):
             return
         loop = next((l for l in enclosing_loops(self.ctx) if isinstance(l, cst.For) and self._pinned_loop(l)), None)
         if loop is None or not self._straight_from(method[0], loop, set()):
@@ -175,7 +171,7 @@ class CudaSynchronizeInLoop(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.resolve_call(node) != "torch.cuda.synchronize":
             return
-        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(l, self.ctx)), None)
+        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(self.ctx, l)), None)
         if loop is not None:
             scope: cst.CSTNode = loop
             where = "in a training or evaluation loop"
@@ -491,7 +487,7 @@ class ScalarTensorOnDevice(Rule):
 
     The scalar is a number literal, ``float(...)``/``int(...)``/``len(...)``/``.item()``,
     arithmetic of those, or a name every reaching binding of which is one (or a parameter
-    annotated ``int``/``float``/``bool``). The device is one ``analysis.is_accelerator_device``
+    annotated ``int``/``float``/``bool``). The device is one ``heuristics.is_accelerator_device``
     recognises. ``torch.tensor(data)`` of a list or a tensor, host tensors, and loops that run
     once stay silent.
     """
@@ -519,7 +515,7 @@ class ScalarTensorOnDevice(Rule):
         if self.ctx.resolve_call(node) != "torch.tensor" or has_star_args(node):
             return
         data = get_arg(node, "data", 0)
-        if data is None or device is None or not is_accelerator_device(device.value, self.ctx):
+        if data is None or device is None or not is_accelerator_device(self.ctx, device.value):
             return
         loops = [l for l in enclosing_loops(self.ctx) if not _runs_once(l)]
         function = enclosing_function(self.ctx)

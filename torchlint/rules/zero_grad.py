@@ -7,12 +7,12 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import enclosing_function, get_arg, has_star_args, literal_value, memo, method_call
-from torchlint.tree import walk
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import LOOP
+from torchlint.syntax import enclosing_function, get_arg, has_star_args, literal_value, memo, method_call
+from torchlint.tree import walk
 
 # `set_to_none` became the default of Optimizer/Module.zero_grad in 2.0; it exists since 1.7.
 SET_TO_NONE_DEFAULT = (2, 0)

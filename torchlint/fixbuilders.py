@@ -1,0 +1,100 @@
+"""Fix builders rules share: a call with keyword or leading arguments added in its own layout,
+a replacement printed as it sits in the file, the edits that remove a statement. The context,
+where a function takes it, comes first. Tests in tests/test_analysis.py and tests/test_fix_layout.py."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import libcst as cst
+
+
+def _separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace that follows a comma between this call's arguments (no comments)."""
+    ws = None
+    if len(call.args) >= 2 and isinstance(call.args[-2].comma, cst.Comma):
+        ws = call.args[-2].comma.whitespace_after
+    elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        ws = call.whitespace_before_args
+    if isinstance(ws, cst.ParenthesizedWhitespace):
+        return ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return cst.SimpleWhitespace(" ")
+
+
+def with_keyword_args(call: cst.Call, new: Sequence[Tuple[str, cst.BaseExpression]]) -> cst.Call:
+    """``call`` with ``keyword=value`` arguments appended, keeping its layout: one argument per
+    line stays one per line, and a trailing comma stays trailing."""
+    made = [
+        cst.Arg(
+            value=value,
+            keyword=cst.Name(keyword),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+            ),
+        )
+        for keyword, value in new
+    ]
+    if not made:
+        return call
+    args = list(call.args)
+    sep = cst.Comma(whitespace_after=_separator(call))
+    if not args:
+        space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        return call.with_changes(args=[a.with_changes(comma=space) for a in made[:-1]] + made[-1:])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):  # trailing comma: it moves to the new last argument
+        tail = {"comma": last.comma}
+        args[-1] = last.with_changes(comma=sep)
+    else:  # the whitespace before ")" moves to the new last argument
+        tail = {"whitespace_after_arg": last.whitespace_after_arg}
+        args[-1] = last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace(""))
+    made = [a.with_changes(comma=sep) for a in made[:-1]] + [made[-1].with_changes(**tail)]
+    return call.with_changes(args=args + made)
+
+
+def with_leading_args(call: cst.Call, values: Sequence[cst.BaseExpression]) -> cst.Call:
+    """``call`` with positional arguments ``values`` put first, keeping its layout: when its
+    arguments sit one per line, the new ones get a line each too."""
+    if not values:
+        return call
+    sep = cst.Comma(whitespace_after=_separator(call))
+    made = [cst.Arg(value=value, comma=sep) for value in values]
+    if not call.args:
+        made = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in made[:-1]]
+        made.append(cst.Arg(value=values[-1]))
+    return call.with_changes(args=[*made, *call.args])
+
+
+def code_in_place(ctx, node: cst.CSTNode) -> str:
+    """Source for ``node`` (say, a replacement built with ``with_keyword_args``) as it prints at
+    the statement being visited: continuation lines inside brackets keep the enclosing blocks'
+    indentation, which ``Module.code_for_node`` (rendering at column 0) drops."""
+    from torchlint.context import render_node
+
+    return render_node(ctx.module, node, ctx.indentation())
+
+
+def indentation(ctx, upto: Optional[cst.CSTNode] = None) -> str:
+    """The absolute indentation of the statement being visited (or of ancestor ``upto``)."""
+    return "".join(ctx.indentation(upto))
+
+
+def statement_removal_edits(ctx, call: cst.Call) -> Optional[tuple]:
+    """Edits deleting the expression statement ``call`` (being visited) from its block: its lines
+    go, a trailing comment stays as a comment line, and a block it would empty gets ``pass``.
+    None when the call is not a statement alone on its line."""
+    from torchlint.context import DELETE_LINES, REPLACE, NodeEdit
+
+    ancestors = ctx.ancestors
+    if len(ancestors) < 3 or not isinstance(ancestors[-1], cst.Expr) or ancestors[-1].value is not call:
+        return None
+    expr, line, block = ancestors[-1], ancestors[-2], ancestors[-3]
+    if len(getattr(line, "body", ())) != 1:
+        return None
+    if isinstance(line, cst.SimpleStatementSuite) or (isinstance(block, cst.IndentedBlock) and len(block.body) == 1):
+        return (NodeEdit(expr, "pass", REPLACE),)
+    if not isinstance(line, cst.SimpleStatementLine):
+        return None
+    comment = line.trailing_whitespace.comment
+    kept = f"{indentation(ctx)}{comment.value}\n" if comment is not None else ""
+    return (NodeEdit(line, kept, DELETE_LINES),)

@@ -1,0 +1,104 @@
+"""Training-loop questions: is this loop a training loop, does its body take a gradient step or
+turn autograd off, is this code under a periodic guard of the loop, does the function being
+visited run every step (the project index). The context comes first: ``f(ctx, loop)``. Tests in
+tests/test_analysis.py."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.heuristics import is_loader_expression, is_optimizer_like, is_periodic_guard
+from torchlint.syntax import (
+    LOOPS,
+    SCOPES,
+    body_nodes,
+    enclosing_function,
+    guarded_branches,
+    memo,
+    method_call,
+    path_below,
+    qualified_name,
+)
+
+
+def calls_gradient_step(ctx, loop: cst.CSTNode) -> bool:
+    """Does the loop's own body (not nested loops or functions) call ``.backward()``,
+    ``optimizer.step()`` or ``scaler.step(optimizer)``?"""
+    def compute():
+        for node in body_nodes(loop.body, SCOPES + LOOPS):
+            call = method_call(node)
+            if call is None:
+                continue
+            receiver, name = call
+            if name == "backward" or (name == "step" and is_optimizer_like(receiver)):
+                return True
+        return False
+
+    return memo(ctx, "gradient_step", loop, compute)
+
+
+def is_training_loop(ctx, loop: cst.CSTNode) -> bool:
+    """A For over a data loader, or a For/While whose own body takes a gradient step. An epoch
+    loop (``for epoch in range(n)``) around the batch loop is not one: its body runs once an epoch."""
+    if not isinstance(loop, LOOPS):
+        return False
+
+    def compute():
+        if isinstance(loop, cst.For) and is_loader_expression(ctx, loop.iter):
+            return True
+        return calls_gradient_step(ctx, loop)
+
+    return memo(ctx, "training_loop", loop, compute)
+
+
+def under_periodic_guard(ctx, loop: cst.CSTNode, node: Optional[cst.CSTNode] = None) -> bool:
+    """Is the current node (or ``node``) inside ``loop`` under a logging/periodic ``if``?"""
+    return any(is_periodic_guard(test) for test in guarded_branches(path_below(ctx, loop, node)))
+
+
+def runs_every_step(ctx, kinds=("train",)) -> Optional[str]:
+    """Why the function being visited runs once per step, from the project index (called from
+    a training loop in any file, a framework hook, a closure given to ``optimizer.step``), or
+    None."""
+    func = enclosing_function(ctx)
+    if func is None:
+        return None
+    return ctx.project.runs_every_step(qualified_name(ctx, func), kinds)
+
+
+_GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
+                       "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad"})
+
+
+def grad_disabled(ctx, upto: Optional[cst.CSTNode] = None) -> bool:
+    """Inside ``with torch.no_grad()`` / ``torch.inference_mode()`` or a function decorated so
+    (only ancestors above ``upto`` count when it is given)."""
+    names = _GRAD_OFF
+    for node in ctx.ancestors:
+        if node is upto:
+            break
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if isinstance(item.item, cst.Call) and ctx.resolve_call(item.item) in names:
+                    return True
+        elif isinstance(node, cst.FunctionDef):
+            for deco in node.decorators:
+                target = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+                if ctx.resolve(target) in names:
+                    return True
+    return False
+
+
+def grad_disabled_in(ctx, loop: cst.CSTNode) -> bool:
+    """Does the loop's own body (not nested functions) enter ``torch.no_grad()`` /
+    ``torch.inference_mode()``?"""
+    def compute():
+        for node in body_nodes(loop.body, SCOPES):
+            if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call):
+                if ctx.resolve_call(node.item) in _GRAD_OFF:
+                    return True
+        return False
+
+    return memo(ctx, "grad_disabled_in", loop, compute)
