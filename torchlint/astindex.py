@@ -69,6 +69,25 @@ def identifiers_of(node: ast.AST) -> Tuple[str, ...]:
     return ()
 
 
+def _assigned_from(calls: Iterable[Tuple[ast.Call, Path]], through: Collection[str]) -> Set[str]:
+    """Names bound to one of ``calls``' results, maybe through calls of ``through`` methods
+    (``x = torch.zeros(3).float()``): assignment, annotated assignment and walrus targets."""
+    names: Set[str] = set()
+    for call, path in calls:
+        node: ast.AST = call
+        i = len(path) - 1
+        while (i >= 1 and type(path[i]) is ast.Attribute and path[i].value is node and path[i].attr in through
+               and type(path[i - 1]) is ast.Call and path[i - 1].func is path[i]):
+            node, i = path[i - 1], i - 2
+        parent = path[i] if i >= 0 else None
+        if type(parent) is ast.Assign and parent.value is node:
+            for target in parent.targets:
+                names.update(n.id for n in ast.walk(target) if type(n) is ast.Name)
+        elif type(parent) in (ast.AnnAssign, ast.NamedExpr) and parent.value is node and type(parent.target) is ast.Name:
+            names.add(parent.target.id)
+    return names
+
+
 def callee_word(call: ast.Call) -> Optional[str]:
     func = call.func
     if type(func) is ast.Name:
@@ -269,9 +288,12 @@ class AstIndex:
             return False  # the callees are never called
         wanted = None if calls is None or self._aliased(callees) else set(callees)
         through = set(through)
+        # ``name.method()`` counts when ``name`` is assigned a callee's result (through ``through``
+        # methods) somewhere in the file: the rule follows no other binding
+        assigned = None if calls is None or not named else _assigned_from(calls, through)
         for call, _ in self.method_calls(*methods):
             receiver = call.func.value
-            if named and type(receiver) is ast.Name:
+            if named and type(receiver) is ast.Name and (assigned is None or receiver.id in assigned):
                 return True
             while (type(receiver) is ast.Call and type(receiver.func) is ast.Attribute
                    and receiver.func.attr in through):
