@@ -29,10 +29,7 @@ TIMEOUT = 15.0
 DEBOUNCE_MS = 150
 
 BAD = "import torch.nn as nn\n\nmodel = nn.DataParallel(model)\n"
-TL701_MESSAGE = (
-    "`nn.DataParallel` drives all GPUs from one process and replicates the model every step; "
-    "use `torch.nn.parallel.DistributedDataParallel` (one process per GPU, e.g. via `torchrun`)."
-)
+TL701_MESSAGE = "`nn.DataParallel` runs all GPUs from one process; use `torch.nn.parallel.DistributedDataParallel`"
 TL701_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/TL701.md"
 
 FAKE_RULES = '''
@@ -268,7 +265,7 @@ def test_initialize_advertises_capabilities(start):
     # the config and every file the declared torch version comes from (see dependencies.py)
     assert [w["globPattern"] for w in watchers] == [
         "**/pyproject.toml", "**/setup.cfg", "**/setup.py", "**/environment.yml", "**/environment.yaml",
-        "**/requirements*.txt", "**/requirements/*.txt",
+        "**/requirements*.txt", "**/requirements/*.txt", "**/torchlint.toml", "**/.torchlint.toml",
     ]
 
 
@@ -361,9 +358,11 @@ def test_notebook_cells_and_other_languages_are_left_alone(start, workspace):
 
 # -- configuration -----------------------------------------------------------------------------
 
-def test_workspace_config_is_honoured_and_reloaded(start, workspace):
-    pyproject = workspace / "pyproject.toml"
-    pyproject.write_text('[tool.torchlint]\nignore = ["TL701"]\n')
+@pytest.mark.parametrize("name, table", [("pyproject.toml", "[tool.torchlint]\n"), ("torchlint.toml", ""),
+                                         (".torchlint.toml", "")])
+def test_workspace_config_is_honoured_and_reloaded(start, workspace, name, table):
+    pyproject = workspace / name
+    pyproject.write_text(table + 'ignore = ["TL701"]\n')
     sub = workspace / "pkg"
     sub.mkdir()
     uri = uri_of(sub / "train.py")
@@ -371,11 +370,11 @@ def test_workspace_config_is_honoured_and_reloaded(start, workspace):
     client.open(uri, BAD)
     assert client.diagnostics(uri, 1)["diagnostics"] == []
 
-    pyproject.write_text('[tool.torchlint]\nignore = []\n')
+    pyproject.write_text(table + 'ignore = []\n')
     client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": uri_of(pyproject), "type": 2}]})
     assert client.diagnostics(uri, 1)["diagnostics"] == [tl701(2, 8, 30)]
 
-    pyproject.write_text('[tool.torchlint]\nper-file-ignores = { "pkg/*.py" = ["TL701"] }\n')
+    pyproject.write_text(table + 'per-file-ignores = { "pkg/*.py" = ["TL701"] }\n')
     client.notify("textDocument/didSave", {"textDocument": {"uri": uri_of(pyproject)}})
     assert client.diagnostics(uri, 1)["diagnostics"] == []
 

@@ -41,7 +41,9 @@ CELL_FIX_ALL_TITLE = "Fix all torchlint findings in this cell"
 NOTEBOOK_FIX_ALL_TITLE = "Fix all torchlint findings in the notebook"
 DEFAULT_DEBOUNCE_MS = 150
 # Engine findings (the file cannot be parsed or read) are errors; rule findings are warnings.
-ERROR_CODES = frozenset({"TL001", "TL002"})
+ERROR_CODES = frozenset({"TL001", "TL002", "TL003"})  # the file could not be read or analysed
+# Standalone configuration files (pyproject.toml is a dependency file too): saving one reloads.
+CONFIG_FILE_NAMES = ("torchlint.toml", ".torchlint.toml")
 PYTHON_SUFFIXES = (".py", ".pyi")
 # Notebook cells sent as plain text documents (without notebook sync) are not linted: a cell
 # alone is not the program. Cells come through ``notebookDocument/*`` instead.
@@ -633,7 +635,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         """A config or dependency file (the declared torch version), or a file one includes."""
         from torchlint.dependencies import is_dependency_file
 
-        if is_dependency_file(uri):
+        if is_dependency_file(uri) or uri.rsplit("/", 1)[-1] in CONFIG_FILE_NAMES:
             return True
         included = getattr(session.resolver, "dependency_files", ())
         if not included or not uri.startswith("file:"):
@@ -657,7 +659,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     def dependency_globs() -> Sequence[str]:
         from torchlint.dependencies import WATCHED_GLOBS
 
-        return WATCHED_GLOBS
+        return WATCHED_GLOBS + tuple(f"**/{name}" for name in CONFIG_FILE_NAMES)
 
     @server.feature(lsp.INITIALIZED)
     def initialized(params: lsp.InitializedParams) -> None:
