@@ -133,6 +133,8 @@ class Entry:
 def _finding_to_json(d: Diagnostic) -> dict:
     data = d.to_json()
     del data["filename"], data["url"]
+    if d.hint is not None:  # the full format's hint: not in the JSON output, kept here
+        data["hint"] = d.hint
     return data
 
 
@@ -152,6 +154,7 @@ def _is_finding(row) -> bool:
         and isinstance(row.get("message"), str) and _is_location(row.get("location"))
         and _is_location(row.get("end_location"))
         and (row.get("noqa_row") is None or type(row.get("noqa_row")) is int)
+        and (row.get("hint") is None or isinstance(row.get("hint"), str))
     ):
         return False
     fix = row.get("fix")

@@ -50,6 +50,8 @@ class PendingDiagnostic:
     statement: Optional[cst.CSTNode]
     #: Indentation of the blocks around the finding, for rendering replacement nodes in place.
     indent: Tuple[str, ...] = ()
+    #: The finding's own hint (None: the rule's ``hint``).
+    hint: Optional[str] = None
 
 
 def block_indents(
@@ -132,7 +134,8 @@ class FileContext:
         return None
 
     # -- findings ---------------------------------------------------------------------------
-    def report(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional[FixSpec]) -> None:
+    def report(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional[FixSpec],
+               hint: Optional[str] = None) -> None:
         if rule.skip_in_tests and in_test_scope(self.ancestors):
             return  # test modules never reach the rules (engine); test functions end here
         statement = None
@@ -143,7 +146,7 @@ class FileContext:
         if isinstance(node, cst.SimpleStatementLine):
             statement = node
         indent = self.indentation() if fix is not None else ()
-        self.pending.append(PendingDiagnostic(rule, node, message, fix, statement, indent))
+        self.pending.append(PendingDiagnostic(rule, node, message, fix, statement, indent, hint))
 
     def indentation(self, upto: Optional[cst.CSTNode] = None) -> Tuple[str, ...]:
         """Indent tokens of the blocks around the node being visited (or around ancestor ``upto``)."""

@@ -70,6 +70,9 @@ class Diagnostic:
     #: In a notebook, the 1-based cell (counting every cell) that rows and columns are in, as
     #: in ruff's JSON; None in a Python file.
     cell: Optional[int] = None
+    #: Why it matters, a sentence or two (the rule's ``hint``): the full format shows it under
+    #: the finding; the short ``message`` alone goes to the concise, JSON and editor outputs.
+    hint: Optional[str] = field(default=None, compare=False, repr=False)
 
     @property
     def url(self) -> str:
@@ -116,4 +119,5 @@ class Diagnostic:
             else None,
             noqa_row=data.get("noqa_row"),
             cell=data.get("cell"),
+            hint=data.get("hint"),
         )

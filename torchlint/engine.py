@@ -249,9 +249,9 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
     tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
     report = ctx.report
 
-    def report_in_statement(rule, node, message, fix) -> None:
+    def report_in_statement(rule, node, message, fix, hint=None) -> None:
         count = len(ctx.pending)
-        report(rule, node, message, fix)
+        report(rule, node, message, fix, hint)
         if len(ctx.pending) > count:
             tops[id(ctx.pending[-1])] = ctx.ancestors[1] if len(ctx.ancestors) > 1 else node
 
@@ -285,6 +285,7 @@ def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: st
         fix=fix,
         noqa_row=start.row,
         noqa_rows=tuple(sorted(rows)),
+        hint=p.hint or p.rule.hint,
     )
 
 

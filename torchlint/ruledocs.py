@@ -99,10 +99,11 @@ class RuleInfo:
         if rule is not None:
             self.name, self.summary = rule.name, rule.summary
             self.message: Optional[str] = rule.message
+            self.hint: Optional[str] = rule.hint
             self.fix: Optional[str] = rule.fix_applicability
         else:
             self.name, self.summary = ENGINE_CODES[code]
-            self.message, self.fix = None, None
+            self.message, self.hint, self.fix = None, None, None
         self.url = DOCS_URL.format(code=code)
         self.doc = load_doc(code)
 
@@ -112,9 +113,15 @@ class RuleInfo:
             return self.doc
         # A rule whose page is not written yet still gets a page from what the class says.
         lines = [f"# {self.code} {self.name}", "", "## What it does", self.summary]
-        if self.message:
-            lines += ["", "## Message", self.message]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + self.message_section
+
+    @property
+    def message_section(self) -> str:
+        """The finding's message as the concise output shows it, then the hint the full format
+        adds under it ('' for engine codes)."""
+        if not self.message:
+            return ""
+        return "\n## Message\n\n> " + self.message + ("\n\n" + self.hint if self.hint else "") + "\n"
 
     @property
     def description(self) -> str:
@@ -128,6 +135,7 @@ class RuleInfo:
             "name": self.name,
             "summary": self.summary,
             "message": self.message,
+            "hint": self.hint,
             "fix": self.fix,
             "url": self.url,
             "explanation": self.explanation,
@@ -162,7 +170,8 @@ def render_text(infos: Sequence[RuleInfo], color: bool, width: Optional[int] = N
     for i, info in enumerate(infos):
         if i:
             console.print(Separator())
-        console.print(Markdown(info.explanation, code_theme="ansi_dark", hyperlinks=color))
+        page = info.explanation if info.doc is None else info.explanation.rstrip("\n") + "\n" + info.message_section
+        console.print(Markdown(page, code_theme="ansi_dark", hyperlinks=color))
     text = buffer.getvalue()
     if not color:  # rich pads every line to the console width
         text = "\n".join(line.rstrip() for line in text.split("\n"))

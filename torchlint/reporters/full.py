@@ -1,5 +1,5 @@
 """The default human format: each finding with a code frame of the offending lines, the span
-underlined, the rule name and the fix hint. Colour only on a terminal (NO_COLOR/FORCE_COLOR).
+underlined, the rule name, the rule's hint (why it matters) and the fix. Colour only on a terminal (NO_COLOR/FORCE_COLOR).
 In a notebook the frame shows the cell's own lines, numbered as in the cell."""
 
 from __future__ import annotations
@@ -85,6 +85,10 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
         locator = _locator(d, context.sources, locators)
         if locator is not None:
             console.print(_frame(d, locator, Text), end="")
+        if d.hint:
+            why = Text()
+            why.append(f"  = hint: {d.hint}", style="dim")
+            console.print(why)
         if d.fix is not None:
             hint = Text()
             label = "Fix" if d.fix.applicability == "safe" else "Unsafe fix"

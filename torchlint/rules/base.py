@@ -28,8 +28,12 @@ class Rule:
     name: ClassVar[str]
     #: One line: what the rule flags (rule tables, SARIF shortDescription).
     summary: ClassVar[str]
-    #: Default message; says what to do instead.
+    #: Default message, under 100 characters (concise, JSON and editor output show it alone):
+    #: what is wrong and what to do instead, without the why.
     message: ClassVar[str]
+    #: The why, a sentence or two: the full format shows it under the finding (``= hint:``) and
+    #: ``torchlint rule`` with the rule. A finding may pass its own to ``report``.
+    hint: ClassVar[Optional[str]] = None
     #: Prefilter: every group must have at least one token present in the file's text. A token is
     #: a substring, or a compiled regex searched for where no substring is selective enough
     #: (`.to(` may be spelt `. to (`; "to" alone is in almost every file), or a predicate.
@@ -66,8 +70,9 @@ class Rule:
         node: cst.CSTNode,
         message: Optional[str] = None,
         fix: Optional["FixSpec"] = None,
+        hint: Optional[str] = None,
     ) -> None:
-        self.ctx.report(self, node, message or self.message, fix)
+        self.ctx.report(self, node, message or self.message, fix, hint)
 
     @classmethod
     def applies_to(cls, version: Tuple[int, int]) -> bool:
