@@ -34,6 +34,7 @@ class {cls}(Rule):
     name = "{name}"
     summary = "`{call}()` is called. TODO: one line, what the rule flags."
     message = "TODO: a short message (under 100 characters) saying what to do instead."
+    hint = "TODO: why it matters, a sentence or two (the full format and `torchlint rule` show it)."
     requires = (("{last}",),)
     preview = True
     tags = ("performance",)

@@ -435,7 +435,7 @@ def test_stdin_with_a_notebook_filename(monkeypatch, capsys):
     raw = notebook("import torch\nx = torch.zeros(3).cuda()\n")
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw.encode())))
     assert main(["--isolated", "--output-format", "concise", "--stdin-filename", "nb.ipynb", "-"]) == 1
-    assert capsys.readouterr().out == "nb.ipynb:cell 1:2:5: TL202 Tensor is created on the CPU and then copied to the device; create it there directly with `device=`.\n"
+    assert capsys.readouterr().out == "nb.ipynb:cell 1:2:5: TL202 Tensor created on the CPU then moved; pass `device=` to the factory\n"
 
 
 # -- the language server ------------------------------------------------------------------------

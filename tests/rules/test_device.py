@@ -203,7 +203,7 @@ def _messages(body: str):
 def test_bound_then_moved_is_flagged(body, row):
     found = _messages(body)
     assert [r for r, _ in found] == [row]
-    assert found[0][1].startswith("`m` is created on the CPU")
+    assert found[0][1].startswith("`m` created on the CPU then moved; pass `device=`")
 
 
 @pytest.mark.parametrize(
@@ -241,11 +241,13 @@ def test_per_step_messages():
         def once(device):
             return torch.ones(3).to(device)
         """
-    found = _messages(body)
+    found = [(d.location.row, d.hint) for d in lint(body)[1]]
     assert [r for r, _ in found] == [4, 9, 12]
+    # where the move repeats is the why: in the full format's hint, not in the short message
     assert found[0][1].endswith("`forward` runs every step.")
     assert found[1][1].endswith("This runs on every iteration of the loop around it.")
-    assert found[2][1].endswith("with `device=`.")
+    assert found[2][1].endswith("`device=` builds it in place.")
+    assert [d.message.split(" on the CPU")[0] for d in lint(body)[1]] == ["Tensor created", "`w` created", "Tensor created"]
 
 
 def test_bound_fix_text():

@@ -123,14 +123,9 @@ class ConvBiasBeforeBatchNorm(Rule):
     code = "TL301"
     name = "conv-bias-before-batchnorm"
     summary = "A convolution with a bias feeds straight into BatchNorm, which cancels the bias."
-    message = (
-        "This convolution's bias is cancelled by the BatchNorm that follows it (BatchNorm subtracts "
-        "the per-channel mean); pass `bias=False`."
-    )
-    default_norm_message = (
-        "This convolution's bias is cancelled by the BatchNorm that `{param}` defaults to (BatchNorm "
-        "subtracts the per-channel mean); pass `bias=False` when the norm is a BatchNorm."
-    )
+    message = "Conv bias is cancelled by the BatchNorm that follows; pass `bias=False`"
+    hint = "BatchNorm subtracts the per-channel mean, so the bias only adds parameters and work."
+    default_norm_message = "Conv bias is cancelled by the BatchNorm `{param}` defaults to; pass `bias=False` for it"
     requires = (("Conv",), ("BatchNorm",), (conv_may_have_bias,), (batchnorm_may_be_used,))  # cheap tokens first
     ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True) and index.called(
         *(f"{lazy}Conv{kind}{n}d" for lazy in ("", "Lazy") for kind in ("", "Transpose") for n in "123")))

@@ -152,14 +152,12 @@ class TorchLoadWeightsOnly(Rule):
     code = "TL901"
     name = "torch-load-weights-only"
     summary = "`torch.load` may unpickle arbitrary code: `weights_only` omitted (torch < 2.6) or `False`."
-    message = (
-        "`torch.load` without `weights_only` unpickles arbitrary objects before torch 2.6 (a "
-        "crafted checkpoint runs code); pass `weights_only=True`."
-    )
-    explicit_message = (
-        "`torch.load(..., weights_only=False)` unpickles arbitrary objects (a crafted checkpoint "
-        "runs code); load only trusted files so, or save tensors and state dicts and load with "
-        "`weights_only=True`."
+    message = "`torch.load` without `weights_only` can run code from the file; pass `weights_only=True`"
+    hint = "Before torch 2.6 it unpickles arbitrary objects: a crafted checkpoint runs code."
+    explicit_message = "`torch.load(..., weights_only=False)` can run code from the file; load only trusted files"
+    explicit_hint = (
+        "It unpickles arbitrary objects (a crafted checkpoint runs code); save tensors and state "
+        "dicts and load them with `weights_only=True`."
     )
     requires = (("load",), ("torch",))
     ast_candidate = staticmethod(lambda index: any(
@@ -177,7 +175,7 @@ class TorchLoadWeightsOnly(Rule):
         arg = get_arg(node, "weights_only")
         if arg is not None:
             if literal_value(arg.value) is False and not in_compatibility_code(self.ctx, node):
-                self.report(node, self.explicit_message)
+                self.report(node, self.explicit_message, hint=self.explicit_hint)
             return
         if any(a.star == "**" for a in node.args) or self.ctx.torch_version >= _WEIGHTS_ONLY_DEFAULT_TRUE:
             return
@@ -211,10 +209,8 @@ class EvalAfterLoadStateDict(Rule):
     code = "TL902"
     name = "eval-after-load-state-dict"
     summary = "A model is run after loading weights without `.eval()` (dropout and batch norm in training mode)."
-    message = (
-        "`{model}` gets its weights here and is run below without `.eval()`: dropout and "
-        "batch norm stay in training mode; call `{model}.eval()` before inference."
-    )
+    message = "`{model}` is run for inference without `.eval()`; call `{model}.eval()` first"
+    hint = "It gets its weights here and is run below in training mode: dropout and batch norm behave as in training."
     requires = (("load",),)
     ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(TORCH_LOAD)) or any(
         type(call.func.value).__name__ == "Name" for call, _ in index.method_calls("load_state_dict")))
@@ -344,10 +340,8 @@ class CheckpointUseReentrant(Rule):
     code = "TL903"
     name = "checkpoint-use-reentrant"
     summary = "Activation checkpointing without an explicit `use_reentrant` (a warning now, an error later)."
-    message = (
-        "Pass `use_reentrant` explicitly: omitting it warns and will be an error; "
-        "`use_reentrant=False` is the recommended, less restricted variant."
-    )
+    message = "Pass `use_reentrant` explicitly (`use_reentrant=False` is recommended)"
+    hint = "Omitting it warns and will be an error; `use_reentrant=False` is the less restricted variant."
     requires = (("checkpoint",),)
     ast_candidate = staticmethod(lambda index: any(
         index.keyword(call, "use_reentrant") is None and not index.double_star(call)
@@ -379,6 +373,7 @@ class DeprecatedApi(Rule):
     name = "deprecated-api"
     summary = "A deprecated or removed torch API (`torch.solve`, `functorch.vmap`, `torch.cuda.amp.autocast`, ...)."
     message = "`{name}` is deprecated."
+    hint = "Deprecated functions warn on every call and go away in a later torch release."
     requires = (DEPRECATED_TOKENS, ("torch",))  # every entry is torch.* or functorch.*
     ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(
         [name for name, entry in DEPRECATIONS.items() if index.version_at_least(entry.deprecated)], decorators=True)))
@@ -402,7 +397,7 @@ class DeprecatedApi(Rule):
             return
         if in_compatibility_code(self.ctx, where):
             return
-        self.report(where, _deprecation_message(entry), self._fix(entry, func, call))
+        self.report(where, _deprecation_message(entry), self._fix(entry, func, call), hint=entry.hint)
 
     def _fix(self, entry, func, call: Optional[cst.Call]) -> Optional[FixSpec]:
         if call is None or has_star_args(call):
@@ -423,8 +418,6 @@ def _deprecation_message(entry) -> str:
         text = f"`{entry.name}` is deprecated since torch {_version(entry.deprecated)}"
     if entry.replacement:
         text += f"; use `{entry.replacement}`"
-        if entry.hint:
-            text += f" ({entry.hint})"
     return text + "."
 
 
@@ -452,11 +445,9 @@ class ModuleInitSuper(Rule):
     code = "TL905"
     name = "module-init-super"
     summary = "An `nn.Module` subclass assigns submodules or parameters before (or without) `super().__init__()`."
-    message = "`super().__init__()` must run before submodules, parameters or buffers are assigned; call it first."
-    missing_message = (
-        "`__init__` of this `nn.Module` subclass never calls `super().__init__()`: the module's "
-        "registries are never created; call it first."
-    )
+    message = "Call `super().__init__()` before assigning submodules, parameters or buffers"
+    hint = "`nn.Module.__init__` creates the registries those assignments go into."
+    missing_message = "`__init__` of this `nn.Module` never calls `super().__init__()`; call it first"
     requires = (("__init__",), ("Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"))
     ast_candidate = staticmethod(lambda index: index.module_init_candidate(MODULE_BASES))
     fix_applicability = SAFE
@@ -578,10 +569,8 @@ class AutogradVariable(Rule):
     code = "TL906"
     name = "autograd-variable"
     summary = "`torch.autograd.Variable(x)`: a legacy wrapper since torch 0.4."
-    message = (
-        "`Variable` is a legacy wrapper since torch 0.4: `Variable(x)` is `x.detach()`; "
-        "use the tensor itself (drop `.detach()` where `x` never requires grad)."
-    )
+    message = "`Variable` is a legacy wrapper; use the tensor itself"
+    hint = "Since torch 0.4 `Variable(x)` is `x.detach()`; drop `.detach()` too where `x` never requires grad."
     requires = (("Variable",), ("autograd",))
     ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(VARIABLE)))
     fix_applicability = SAFE
@@ -621,6 +610,7 @@ class TorchvisionPretrained(Rule):
     name = "torchvision-pretrained"
     summary = "`torchvision.models.<arch>(pretrained=...)`: deprecated in favour of `weights=`."
     message = "`{old}=` is deprecated since torchvision 0.13; pass `{new}=` (a weights enum, or None)."
+    hint = "`pretrained=True` warns and is going away; `weights=` names the exact checkpoint (`.DEFAULT` for the best)."
     requires = (("pretrained",), ("torchvision",))
     ast_candidate = staticmethod(lambda index: any(
         index.resolves(call.func, lambda name: name.startswith("torchvision.models."))

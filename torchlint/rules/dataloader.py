@@ -61,10 +61,8 @@ class DataLoaderNumWorkers(Rule):
     code = "TL101"
     name = "dataloader-num-workers"
     summary = "`DataLoader` loads data in the main process (`num_workers` omitted or 0)."
-    message = (
-        "`DataLoader` loads every batch in the main process while the model waits; "
-        "set `num_workers` > 0 to load in background worker processes."
-    )
+    message = "`DataLoader` loads batches in the main process; set `num_workers` > 0"
+    hint = "While the main process loads each batch the model waits; worker processes load the next batches in the background."
     requires = (("DataLoader",),)
     ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
     fix_applicability = UNSAFE
@@ -167,10 +165,8 @@ class DataLoaderPinMemory(Rule):
     code = "TL102"
     name = "dataloader-pin-memory"
     summary = "`DataLoader` batches are copied to the GPU from pageable memory (`pin_memory` not set)."
-    message = (
-        "Batches from this `DataLoader` are moved to the GPU from pageable memory; "
-        "`pin_memory=True` makes the copy faster and lets `non_blocking=True` overlap it."
-    )
+    message = "Batches go to the GPU from pageable memory; pass `pin_memory=True` to this `DataLoader`"
+    hint = "Pinned memory makes the copy faster and lets `non_blocking=True` overlap it with GPU work."
     requires = (("DataLoader",),)
     ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
     fix_applicability = SAFE

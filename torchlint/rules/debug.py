@@ -14,24 +14,23 @@ from torchlint.syntax import get_arg, has_star_args, literal_value
 from torchlint.torch_api import DETECT_ANOMALY, LEGACY_PROFILERS, SET_DETECT_ANOMALY
 
 _MESSAGES = {
-    SET_DETECT_ANOMALY: (
-        "`torch.autograd.set_detect_anomaly(True)` left on: every forward op records a stack trace "
-        "and every backward op checks its outputs for NaN, slowing training several-fold; remove it "
-        "or enable it behind a debug flag."
-    ),
-    DETECT_ANOMALY: (
-        "`torch.autograd.detect_anomaly()` left on: every forward op records a stack trace and every "
-        "backward op checks its outputs for NaN, slowing training several-fold; remove it or enable "
-        "it behind a debug flag."
-    ),
-    "torch.autograd.profiler.emit_nvtx": (
-        "`torch.autograd.profiler.emit_nvtx()` left on: it pushes an NVTX range around every op; "
-        "remove it or enable it behind a flag (`emit_nvtx(enabled=args.nvtx)`)."
-    ),
+    SET_DETECT_ANOMALY: "`torch.autograd.set_detect_anomaly(True)` left on; remove it or put it behind a debug flag",
+    DETECT_ANOMALY: "`torch.autograd.detect_anomaly()` left on; remove it or put it behind a debug flag",
+    "torch.autograd.profiler.emit_nvtx": "`emit_nvtx()` left on; remove it or pass `enabled=` a flag",
 }
-_PROFILE_MESSAGE = (
-    "`torch.autograd.profiler.profile()` left on: it records every op's timing (and shapes/stacks if "
-    "asked); remove it, pass `enabled=` a flag, or use `torch.profiler.profile` with a `schedule`."
+_ANOMALY_HINT = (
+    "Every forward op records a stack trace and every backward op checks its outputs for NaN, "
+    "slowing training several-fold."
+)
+_HINTS = {
+    SET_DETECT_ANOMALY: _ANOMALY_HINT,
+    DETECT_ANOMALY: _ANOMALY_HINT,
+    "torch.autograd.profiler.emit_nvtx": "It pushes an NVTX range around every op (`emit_nvtx(enabled=args.nvtx)`).",
+}
+_PROFILE_MESSAGE = "`torch.autograd.profiler.profile()` left on; remove it or pass `enabled=` a flag"
+_PROFILE_HINT = (
+    "It records every op's timing (and shapes/stacks if asked); `torch.profiler.profile` with a "
+    "`schedule` profiles only a few steps."
 )
 
 
@@ -101,6 +100,7 @@ class DebugToolLeftOn(Rule):
     name = "anomaly-detection"
     summary = "Autograd anomaly detection or the legacy autograd profiler is left switched on."
     message = _MESSAGES[DETECT_ANOMALY]
+    hint = _ANOMALY_HINT
     requires = (("detect_anomaly", "profile", "emit_nvtx"),)
     ast_candidate = staticmethod(lambda index: index.mentions("detect_anomaly", "profile", "emit_nvtx", substring=True))
     fix_applicability = "unsafe"
@@ -123,7 +123,7 @@ class DebugToolLeftOn(Rule):
             edits = statement_removal_edits(self.ctx, node)
             fix_message = "Remove the `set_detect_anomaly(True)` call"
         fix = FixSpec("unsafe", fix_message, edits) if edits else None
-        self.report(node, _MESSAGES.get(name, _PROFILE_MESSAGE), fix)
+        self.report(node, _MESSAGES.get(name, _PROFILE_MESSAGE), fix, hint=_HINTS.get(name, _PROFILE_HINT))
 
 
 RULES = [DebugToolLeftOn]

@@ -241,10 +241,8 @@ class TensorMovedAfterCreation(Rule):
     code = "TL202"
     name = "tensor-moved-after-creation"
     summary = "A tensor is created on the CPU and immediately moved to a device; pass `device=` instead."
-    message = (
-        "Tensor is created on the CPU and then copied to the device; "
-        "create it there directly with `device=`."
-    )
+    message = "Tensor created on the CPU then moved; pass `device=` to the factory"
+    hint = "Creating it on the host and copying it costs an allocation and a copy; `device=` builds it in place."
     requires = ((MOVE_CALL,), tuple(sorted(DEVICE_FACTORIES | LEGACY_TENSOR_TYPES)))
     ast_candidate = staticmethod(lambda index: index.call_then_method(
         sorted(_SCAN_NAMES | {"range"}), ("to", "cuda"), HOST_CHAIN_METHODS, named=True))
@@ -283,9 +281,9 @@ class TensorMovedAfterCreation(Rule):
                 fix = self._fix(node, factory, short, device, dtype)
             elif dtype is None:
                 fix = self._bound_fix(node, receiver, bound[0], factory, short, device)
-        what = f"`{receiver.value}` is created on the CPU" if bound is not None else "Tensor is created on the CPU"
-        self.report(node, f"{what} and then copied to the device; create it there directly with `device=`.{self._every_step()}",
-                    fix=fix)
+        what = f"`{receiver.value}` created" if bound is not None else "Tensor created"
+        self.report(node, f"{what} on the CPU then moved; pass `device=` to the factory",
+                    fix=fix, hint=self.hint + self._every_step())
 
     def _names_bound_to_constructors(self) -> frozenset:
         """Names the text may assign a constructor's result to (the prefilter's test), once per file."""

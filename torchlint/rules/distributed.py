@@ -30,10 +30,11 @@ class DdpFindUnusedParameters(Rule):
     code = "TL702"
     name = "ddp-find-unused-parameters"
     summary = "`DistributedDataParallel(find_unused_parameters=True)` traverses the autograd graph every step."
-    message = (
-        "`find_unused_parameters=True` makes DDP traverse the autograd graph after every forward pass; "
-        "leave it off unless some parameters really get no gradient in some steps (then consider "
-        "`static_graph=True` when the unused set never changes)."
+    message = "`find_unused_parameters=True` walks the autograd graph every step; leave it off unless needed"
+    hint = (
+        "DDP then traverses the graph after every forward pass; keep it only when some parameters "
+        "really get no gradient in some steps (then consider `static_graph=True` when the unused set "
+        "never changes)."
     )
     requires = (("find_unused_parameters",),)
     ast_candidate = staticmethod(lambda index: any(
@@ -66,10 +67,10 @@ class PerParameterAllReduce(Rule):
     code = "TL703"
     name = "per-parameter-all-reduce"
     summary = "`dist.all_reduce` per parameter tensor in a loop over `model.parameters()`."
-    message = (
-        "One `all_reduce` per parameter tensor launches a collective for each of them in turn; wrap the "
-        "model in `DistributedDataParallel` (bucketed all-reduce overlapped with backward) or reduce one "
-        "flattened buffer."
+    message = "One `all_reduce` per parameter; wrap the model in `DistributedDataParallel` or reduce one buffer"
+    hint = (
+        "Each call launches its own collective, one after the other; DDP buckets the all-reduce and "
+        "overlaps it with backward."
     )
     requires = (("all_reduce",), ("parameters",))
     ast_candidate = staticmethod(lambda index: bool(index.qualified_calls((ALL_REDUCE,)))

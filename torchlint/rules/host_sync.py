@@ -168,22 +168,22 @@ class HostSyncInLoop(Rule):
     code = "TL201"
     name = "host-sync-in-loop"
     summary = "`.item()`/`.cpu()`/`.numpy()`/`.tolist()` in a training loop stalls the GPU every step."
-    message = (
-        "A host-device sync in a training loop waits for all queued GPU work every step; keep "
-        "running values on the device and read them under a logging guard."
+    message = "Host-device sync every step; keep values on the device, read them under a logging guard"
+    hint = (
+        "A sync waits for all queued GPU work, every step: the GPU idles while Python catches up. "
+        "Keep running values on the device (`total += loss.detach()`) and read them under a logging "
+        "guard (`if step % log_every == 0:`)."
     )
-    _template = (
-        "`.{method}()` in a training loop waits for all queued GPU work every step (a host-device "
-        "sync); keep running values on the device (`total += loss.detach()`) and read them under a "
-        "logging guard (`if step % log_every == 0:`)."
+    _template = "`.{method}()` syncs with the GPU every step; keep values on the device, read them when logging"
+    _implicit_template = "{what} syncs with the GPU every step; keep the value on the device"
+    _implicit_hint = (
+        "{where}, Python waits here for all queued GPU work (an implicit host-device sync){why}; "
+        "keep the value on the device, or read it under a logging guard."
     )
-    _implicit_template = (
-        "{what} {where} makes Python wait for all queued GPU work (an implicit host-device sync "
-        "every step); keep the value on the device, or read it under a logging guard."
-    )
-    _helper_template = (
-        "`.{method}()` in `{name}`, which runs every step ({why}), waits for all queued GPU work "
-        "(a host-device sync); return the tensor and read it under a logging guard instead."
+    _helper_template = "`.{method}()` syncs with the GPU every step; return the tensor and read it when logging"
+    _helper_hint = (
+        "`{name}` runs every step ({why}): the sync waits for all queued GPU work each time; return "
+        "the tensor and read it under a logging guard instead."
     )
     uses_project = True
     # ... and only in a training loop (or a function the project proves runs every step): over a `*loader*` (or a DataLoader), or one whose body calls
@@ -209,16 +209,17 @@ class HostSyncInLoop(Rule):
             return  # `t[mask] = 0` writes in place: no sync
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             mask = node.slice[0].slice.value
-            self._check_implicit(node, "Boolean-mask indexing of a device tensor",
+            self._check_implicit(node, "Boolean-mask indexing",
                                  lambda _: self._device_mask(mask, set()))
 
-    def _check_implicit(self, node: cst.BaseExpression, what: str, on_device) -> None:
+    def _check_implicit(self, node: cst.BaseExpression, what: str, on_device, why: str = "") -> None:
         """Report ``what`` at ``node`` when the code runs every training step and
         ``on_device(node)`` proves the value lives on the device (asked second: the data-flow
         model is built only for code that runs every step)."""
         where = self._step_context(node)
         if where is not None and on_device(node):
-            self.report(node, self._implicit_template.format(what=what, where=where))
+            hint = self._implicit_hint.format(where=where.rstrip(",")[:1].upper() + where.rstrip(",")[1:], why=why)
+            self.report(node, self._implicit_template.format(what=what), hint=hint)
 
     def _implicit_call(self, node: cst.Call) -> bool:
         """``float(t)``/``int(t)``/``bool(t)``/``print(t)``/``min``/``max``/``sum`` of a device
@@ -244,12 +245,12 @@ class HostSyncInLoop(Rule):
         name = self.ctx.resolve_call(node)
         if name in ("torch.nonzero", "torch.masked_select", "torch.argwhere"):
             if args:
-                self._check_implicit(node, f"`{name}` (its output size depends on the data)",
-                                     lambda _: self._on_device(args[0]))
+                self._check_implicit(node, f"`{name}`", lambda _: self._on_device(args[0]),
+                                     " (its output size depends on the data)")
             return True
         if func.attr.value != "masked_select":  # t.nonzero() / t.argwhere()
-            self._check_implicit(node, f"`.{func.attr.value}()` (its output size depends on the data)",
-                                 lambda _: self._on_device(func.value))
+            self._check_implicit(node, f"`.{func.attr.value}()`", lambda _: self._on_device(func.value),
+                                 " (its output size depends on the data)")
             return True
         return False
 
@@ -333,7 +334,8 @@ class HostSyncInLoop(Rule):
         func = enclosing_function(self.ctx)
         if under_periodic_guard(self.ctx, func, node) or grad_disabled(self.ctx) or self._already_on_host(node):
             return
-        self.report(node, self._helper_template.format(method=first, name=func.name.value, why=why))
+        self.report(node, self._helper_template.format(method=first),
+                    hint=self._helper_hint.format(name=func.name.value, why=why))
 
     def _already_on_host(self, node: cst.Call) -> bool:
         """The chain reads a value already on the host: what the loader yielded (before any

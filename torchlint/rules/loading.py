@@ -101,9 +101,10 @@ class DataLoaderPersistentWorkers(_LoaderRule):
     code = "TL103"
     name = "dataloader-persistent-workers"
     summary = "A multi-worker `DataLoader` iterated every epoch re-forks its workers (`persistent_workers` not set)."
-    message = (
-        "This `DataLoader` is iterated once per epoch and starts its worker processes anew each time "
-        "(fork, dataset copy, worker_init_fn); pass `persistent_workers=True` to keep them alive."
+    message = "`DataLoader` restarts its workers every epoch; pass `persistent_workers=True`"
+    hint = (
+        "It is iterated once per epoch and starts its worker processes anew each time (fork, dataset "
+        "copy, worker_init_fn)."
     )
     requires = (("DataLoader",), ("num_workers",))
     ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
@@ -220,10 +221,10 @@ class DistributedSampler(_LoaderRule):
     code = "TL104"
     name = "distributed-sampler"
     summary = "A training `DataLoader` in a DDP program is not sharded: every rank trains on the whole dataset."
-    message = (
-        "Every DDP rank iterates this `DataLoader` over the whole dataset, so each epoch trains on it "
-        "world-size times; pass `sampler=DistributedSampler(dataset)` (and call `sampler.set_epoch(epoch)` "
-        "each epoch)."
+    message = "Every DDP rank iterates the whole dataset; pass `sampler=DistributedSampler(dataset)`"
+    hint = (
+        "Without a distributed sampler each epoch trains on the dataset world-size times; call "
+        "`sampler.set_epoch(epoch)` each epoch too."
     )
     requires = (("DataLoader",), ("DistributedDataParallel", "init_process_group"))
     preview = True  # no finding on real code yet to show its precision

@@ -59,14 +59,13 @@ class SoftmaxBeforeCrossEntropy(Rule):
     preview = True  # no finding on real code yet to show its precision
     name = "softmax-before-cross-entropy"
     summary = "`CrossEntropyLoss`/`cross_entropy` (or `NLLLoss`) applied to the output of `softmax`."
-    message = (
-        "`{loss}` is given the output of `softmax`: cross-entropy applies `log_softmax` itself, so the "
-        "probabilities are squashed twice and the gradients vanish; pass the raw logits."
+    message = "`{loss}` is given the output of `softmax`; pass the raw logits"
+    hint = (
+        "Cross-entropy applies `log_softmax` itself, so the probabilities are squashed twice and the "
+        "gradients vanish."
     )
-    _nll_message = (
-        "`{loss}` expects log-probabilities but is given the output of `softmax`; use `log_softmax` "
-        "(or pass the logits to `cross_entropy`)."
-    )
+    _nll_message = "`{loss}` is given the output of `softmax`; use `log_softmax` (or logits with `cross_entropy`)"
+    _nll_hint = "`NLLLoss` expects log-probabilities."
     requires = (("softmax", "Softmax"), ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss"))
     ast_candidate = staticmethod(lambda index: index.mentions("softmax", "Softmax", substring=True) and index.mentions(
         "cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss", substring=True))
@@ -81,7 +80,8 @@ class SoftmaxBeforeCrossEntropy(Rule):
             return
         short = "nll_loss" if loss.endswith(("nll_loss", "NLLLoss")) else "cross_entropy"
         template = self._nll_message if short == "nll_loss" else self.message
-        self.report(arg.value, template.format(loss=loss.rsplit(".", 1)[-1]))
+        self.report(arg.value, template.format(loss=loss.rsplit(".", 1)[-1]),
+                    hint=self._nll_hint if short == "nll_loss" else None)
 
     def _loss(self, call: cst.Call) -> Optional[str]:
         """The loss a call computes: ``F.cross_entropy(...)``, ``nn.CrossEntropyLoss()(...)``,

@@ -29,14 +29,17 @@ class EmptyCache(Rule):
     code = "TL501"
     name = "empty-cache"
     summary = "`torch.cuda.empty_cache()` runs every step, forcing the allocator to re-allocate from the driver."
-    message = (
-        "`torch.cuda.empty_cache()` runs every step: it hands the allocator's cached blocks back to "
-        "the driver, so the next step must allocate them again; remove it."
+    message = "`torch.cuda.empty_cache()` runs every step; remove it"
+    hint = (
+        "It hands the allocator's cached blocks back to the driver, so the next step must allocate "
+        "them again (slow, and it synchronises); the allocator already frees its cache before "
+        "reporting out of memory."
     )
-    _template = (
-        "`{name}()` {where} hands the allocator's cached blocks back to the driver, so the next "
-        "step must allocate them again (slow, and it synchronises); remove it — the allocator "
-        "already frees its cache before reporting out of memory."
+    _template = "`{name}()` runs every step; remove it"
+    _hint = (
+        "Called {where}, it hands the allocator's cached blocks back to the driver, so the next step "
+        "must allocate them again (slow, and it synchronises); the allocator already frees its cache "
+        "before reporting out of memory."
     )
     requires = (("empty_cache",),)
     ast_candidate = staticmethod(lambda index: index.called("empty_cache"))
@@ -62,7 +65,7 @@ class EmptyCache(Rule):
             return
         edits = statement_removal_edits(self.ctx, node)
         fix = FixSpec("unsafe", f"Remove the `{name}()` call", edits) if edits else None
-        self.report(node, self._template.format(name=name, where=where), fix)
+        self.report(node, self._template.format(name=name), fix, hint=self._hint.format(where=where.rstrip(",")))
 
 
 RULES = [EmptyCache]

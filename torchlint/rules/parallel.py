@@ -22,9 +22,10 @@ class DataParallel(Rule):
     code = "TL701"
     name = "data-parallel"
     summary = "`nn.DataParallel` is constructed; DistributedDataParallel is faster even on one machine."
-    message = (
-        "`nn.DataParallel` drives all GPUs from one process and replicates the model every step; "
-        "use `torch.nn.parallel.DistributedDataParallel` (one process per GPU, e.g. via `torchrun`)."
+    message = "`nn.DataParallel` runs all GPUs from one process; use `torch.nn.parallel.DistributedDataParallel`"
+    hint = (
+        "It drives all GPUs from one process and replicates the model every step; DDP runs one process "
+        "per GPU (e.g. via `torchrun`)."
     )
     requires = (("DataParallel", "data_parallel"),)
     ast_candidate = staticmethod(lambda index: index.mentions("DataParallel", "data_parallel", substring=True))
@@ -41,9 +42,7 @@ class DataParallel(Rule):
                 return
             self.report(
                 node,
-                f"`{subclass}` is a subclass of `nn.DataParallel`: it drives all GPUs from one process and "
-                "replicates the model every step; use `torch.nn.parallel.DistributedDataParallel` "
-                "(one process per GPU, e.g. via `torchrun`).",
+                f"`{subclass}` subclasses `nn.DataParallel`; use `torch.nn.parallel.DistributedDataParallel`",
             )
             return
         if self._implements_data_parallel_support():
@@ -53,8 +52,8 @@ class DataParallel(Rule):
         else:
             self.report(
                 node,
-                "`nn.parallel.data_parallel` replicates the module on every call and drives all GPUs "
-                "from one process; use `torch.nn.parallel.DistributedDataParallel`.",
+                "`nn.parallel.data_parallel` replicates per call; use `torch.nn.parallel.DistributedDataParallel`",
+                hint="It replicates the module on every call and drives all GPUs from one process.",
             )
 
 

@@ -219,9 +219,9 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     summary = "A training loop steps the optimizer every iteration but never resets the gradients."
     message = (
-        "This loop calls `backward()` and `{step}` every iteration but never resets the gradients: each "
-        "step adds to the previous ones; call `{owner}.zero_grad()` once per step (before `backward()`)."
+        "This loop never resets the gradients; call `{owner}.zero_grad()` once per step"
     )
+    hint = "Each step adds its gradients to the previous ones; reset them once per step, before `backward()`."
     requires = ((_BACKWARD,), (_STEP,))
     ast_candidate = staticmethod(lambda index: index.backward_calls() and bool(index.method_calls("step")))
     tags = ("correctness",)
@@ -245,8 +245,10 @@ class MissingZeroGrad(Rule):
         if optimizer is None or self._rebuilt_or_handed_off(loop, optimizer):
             return
         site = steps[0][0]
-        self.report(site.node, self.message.format(step=self.ctx.module.code_for_node(site.node.func) + "()",
-                                                   owner=optimizer))
+        step = self.ctx.module.code_for_node(site.node.func) + "()"
+        self.report(site.node, self.message.format(owner=optimizer), hint=(
+            f"It calls `backward()` and `{step}` every iteration, so each step adds to the previous "
+            "gradients; reset them before `backward()`."))
 
     def _rebuilt_or_handed_off(self, loop, optimizer: str) -> bool:
         semantic = self.ctx.semantic
@@ -330,9 +332,12 @@ class DdpNoSync(Rule):
     name = "ddp-no-sync"
     summary = "Gradient accumulation with DDP without `no_sync()`: an all-reduce on every micro-step."
     message = (
-        "`backward()` runs every micro-step but the optimizer steps only under an accumulation guard: "
-        "DistributedDataParallel all-reduces the gradients on every `backward()`; run the non-final "
-        "micro-steps under `with model.no_sync():` (or accelerate's `accelerator.accumulate(model)`)."
+        "DDP all-reduces on every micro-step; run the non-final ones under `with model.no_sync():`"
+    )
+    hint = (
+        "`backward()` runs every micro-step but the optimizer steps only under an accumulation guard, "
+        "and DistributedDataParallel all-reduces the gradients on every `backward()` "
+        "(accelerate's `accelerator.accumulate(model)` skips the extra ones too)."
     )
     requires = (("DistributedDataParallel",), (_BACKWARD,))
     ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
@@ -413,9 +418,9 @@ class RetainedGraph(Rule):
     name = "retained-graph"
     summary = "A graph-carrying tensor is kept across training steps, so every step's autograd graph stays alive."
     message = (
-        "`{value}` carries this step's autograd graph and `{acc}` outlives the step: every step's graph "
-        "stays alive and memory grows with each step; store `{value}.detach()` (or `.item()` for a number)."
+        "`{value}` kept in `{acc}` holds each step's graph; store `.detach()` or `.item()`"
     )
+    hint = "The container outlives the step, so every step's autograd graph stays alive and memory grows."
     requires = ((_BACKWARD,),)
     ast_candidate = staticmethod(lambda index: index.backward_calls())
     fix_applicability = UNSAFE
@@ -589,7 +594,9 @@ class RetainedGraph(Rule):
         simple = isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not value.lpar
         detached = f"{text}.detach()" if simple else f"({text}).detach()"
         fix = FixSpec(UNSAFE, f"Store `{detached}`", (NodeEdit(value, detached),))
-        self.report(value, self.message.format(value=text if len(text) <= 30 else "the value", acc=acc.value), fix)
+        self.report(value, self.message.format(value=text if len(text) <= 30 else "the value", acc=acc.value), fix,
+                    hint=f"`{acc.value}` outlives the step, so every step's graph stays alive and memory grows; "
+                         f"store `{detached}`.")
 
 
 def _detached(value: cst.BaseExpression) -> bool:
@@ -639,9 +646,11 @@ class NoGradInEval(Rule):
     name = "no-grad-in-eval"
     summary = "An evaluation loop runs the model without `torch.no_grad()`/`torch.inference_mode()`."
     message = (
-        "This evaluation loop runs `{model}` with autograd on: every forward records a graph and keeps "
-        "activations alive for a backward that never comes; wrap the loop in `with torch.inference_mode():` "
-        "(or `torch.no_grad()`)."
+        "Evaluation loop runs `{model}` with autograd on; wrap it in `with torch.inference_mode():`"
+    )
+    hint = (
+        "Every forward records a graph and keeps activations alive for a backward that never comes "
+        "(`torch.no_grad()` works too)."
     )
     requires = ((re.compile("(?i)loader"),), (re.compile("(?i)eval|val|test|predict|infer"),))
     ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True))

@@ -54,9 +54,10 @@ class NonBlockingTransfer(Rule):
     code = "TL203"
     name = "non-blocking-transfer"
     summary = "A batch from a pinned `DataLoader` is copied to the GPU without `non_blocking=True`."
-    message = (
-        "This batch comes from a `pin_memory=True` DataLoader, but the copy to the GPU blocks the host "
-        "until it is done; pass `non_blocking=True` so it overlaps with queued GPU work."
+    message = "Copy of a pinned batch blocks the host; pass `non_blocking=True`"
+    hint = (
+        "The batch comes from a `pin_memory=True` DataLoader, but the copy to the GPU blocks the host "
+        "until it is done; a non-blocking copy overlaps with queued GPU work."
     )
     requires = (("pin_memory",), (MOVE_CALL,))
     ast_candidate = staticmethod(lambda index: bool(index.method_calls("to", "cuda")) and index.called("DataLoader"))
@@ -157,10 +158,10 @@ class CudaSynchronizeInLoop(Rule):
     code = "TL204"
     name = "cuda-synchronize-in-loop"
     summary = "`torch.cuda.synchronize()` every step makes the host wait for all queued GPU work."
-    message = (
-        "`torch.cuda.synchronize()` here runs every step and makes the CPU wait until the GPU has "
-        "finished all queued work, so the next step cannot be queued ahead; remove it (keep it only "
-        "where a timer is read right after it)."
+    message = "`torch.cuda.synchronize()` every step stalls the host; remove it (keep it only to read a timer)"
+    hint = (
+        "It makes the CPU wait until the GPU has finished all queued work, so the next step cannot be "
+        "queued ahead; keep it only where a timer is read right after it."
     )
     requires = (("synchronize",),)
     ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(SYNCHRONIZE)))
@@ -185,9 +186,9 @@ class CudaSynchronizeInLoop(Rule):
             return
         if self._timing_code(scope) or self._timer_read_after(scope):
             return
-        self.report(node, (
-            f"`torch.cuda.synchronize()` {where} makes the CPU wait until the GPU has finished all "
-            "queued work, every step; remove it (keep it only where a timer is read right after it)."))
+        self.report(node, hint=(
+            f"Called {where}, it makes the CPU wait until the GPU has finished all queued work, every "
+            "step; keep it only where a timer is read right after it."))
 
     def _timing_code(self, scope: cst.CSTNode) -> bool:
         """A loop that reads a timer, or code named for timing (function, class or file)."""
@@ -324,9 +325,10 @@ class TensorCopyFromNumpy(Rule):
     code = "TL205"
     name = "tensor-copy-from-numpy"
     summary = "`torch.tensor(ndarray)` copies the array; `torch.as_tensor`/`torch.from_numpy` can share it."
-    message = (
-        "`{call}` copies this NumPy array into new memory; `torch.as_tensor(a)` (or `torch.from_numpy(a)`) "
-        "shares the array's memory instead, if nothing writes to the array while the tensor is in use."
+    message = "`{call}` copies this NumPy array; use `torch.as_tensor(a)` or `torch.from_numpy(a)`"
+    hint = (
+        "Both share the array's memory instead of copying it into new memory, if nothing writes to the "
+        "array while the tensor is in use."
     )
     requires = (("numpy",), ("Tensor", "tensor"))
     ast_candidate = staticmethod(lambda index: index.mentions("numpy") and any(
@@ -495,10 +497,10 @@ class ScalarTensorOnDevice(Rule):
     code = "TL206"
     name = "scalar-tensor-on-device"
     summary = "`torch.tensor(scalar, device=cuda)` in a loop: a blocking host-to-device copy each time."
-    message = (
-        "`torch.tensor(<scalar>, device=...)` builds the value on the host and copies it to the device, "
-        "waiting for the copy, on every iteration; `torch.full((), value, dtype=..., device=...)` fills it "
-        "on the device without a copy."
+    message = "Scalar `torch.tensor(..., device=...)` copies from the host; use `torch.full((), v, device=...)`"
+    hint = (
+        "It builds the value on the host and copies it to the device, waiting for the copy, on every "
+        "iteration; `torch.full((), value, dtype=..., device=...)` fills it on the device without a copy."
     )
     requires = (("tensor",), ("device",))
     ast_candidate = staticmethod(lambda index: any(

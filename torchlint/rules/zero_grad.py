@@ -37,10 +37,8 @@ class ZeroGradSetToNone(Rule):
     code = "TL401"
     name = "zero-grad-set-to-none"
     summary = "Gradients are zeroed in place instead of being set to `None`."
-    message = (
-        "`zero_grad(set_to_none=False)` fills every gradient with zeros each step; drop the argument "
-        "(the default `set_to_none=True` frees them and lets backward write fresh ones)."
-    )
+    message = "`zero_grad(set_to_none=False)` writes zeros into every gradient each step; drop the argument"
+    hint = "Setting gradients to `None` (the default `set_to_none=True`) frees them and lets backward write fresh ones."
     # `zero_grad(`, or `.zero_()` on a `.grad` / `.grad.data` (however spaced: see GAP).
     requires = (("zero_",), ("zero_grad", re.compile(rf"grad{GAP}\.{GAP}(?:data{GAP}\.{GAP})?zero_")))
     ast_candidate = staticmethod(lambda index: index.mentions("zero_grad", substring=True)
@@ -74,8 +72,7 @@ class ZeroGradSetToNone(Rule):
                 fix = FixSpec(UNSAFE, "Pass `set_to_none=True`", (NodeEdit(node, new),))
             self.report(
                 node,
-                "`zero_grad()` zeroes gradients in place before torch 2.0; pass `set_to_none=True` "
-                "to free them instead.",
+                "`zero_grad()` zeroes gradients in place before torch 2.0; pass `set_to_none=True`",
                 fix,
             )
             return
@@ -91,8 +88,7 @@ class ZeroGradSetToNone(Rule):
                     UNSAFE, "Pass `set_to_none=True`", (NodeEdit(arg, arg.with_changes(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_EQUAL)),)
                 )
         message = self.message if version >= SET_TO_NONE_DEFAULT else (
-            "`zero_grad(set_to_none=False)` fills every gradient with zeros each step; pass "
-            "`set_to_none=True` to free them instead."
+            "`zero_grad(set_to_none=False)` writes zeros into every gradient each step; pass `set_to_none=True`"
         )
         self.report(node, message, fix)
 
@@ -119,8 +115,7 @@ class ZeroGradSetToNone(Rule):
             fix = FixSpec(UNSAFE, f"Replace the loop with `{replacement}`", (NodeEdit(loop, replacement),))
         self.report(
             node,
-            "Gradients are zeroed one parameter at a time; call `zero_grad()` (set_to_none=True) on the "
-            "module or optimizer, or set `p.grad = None`.",
+            "Gradients zeroed one parameter at a time; call `zero_grad()` on the model or optimizer",
             fix,
         )
 
