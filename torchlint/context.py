@@ -99,6 +99,14 @@ class FileContext:
         #: Facts about this file that come from the rest of the project (see ``project.py``).
         self.project = project if project is not None else EMPTY_FACTS
 
+    def release(self) -> None:
+        """Break the references between this context, the rules and the model once the file is
+        done (the rules, their findings, the model and ``report`` refer back to the context), so
+        that reference counting frees the file's trees at once rather than the cyclic collector."""
+        if self._semantic is not None:
+            self._semantic.release()
+        self.__dict__.clear()
+
     # -- names ------------------------------------------------------------------------------
     @property
     def semantic(self) -> SemanticModel:

@@ -256,11 +256,14 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
             tops[id(ctx.pending[-1])] = ctx.ancestors[1] if len(ctx.ancestors) > 1 else node
 
     ctx.report = report_in_statement  # positions are then generated for those statements only
-    walk(module, ctx, [rule(ctx) for rule in rules])
-    if not ctx.pending:
-        return []
-    positions = Positions(module, text, tree, first_lines)
-    return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p))) for p in ctx.pending]
+    try:
+        walk(module, ctx, [rule(ctx) for rule in rules])
+        if not ctx.pending:
+            return []
+        positions = Positions(module, text, tree, first_lines)
+        return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p))) for p in ctx.pending]
+    finally:
+        ctx.release()
 
 
 def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: str, text: str,

@@ -146,6 +146,16 @@ class SemanticModel:
         self._top_indexes: Optional[Dict[int, int]] = None
         self._heads: Optional[Set[str]] = None
 
+    def release(self) -> None:
+        """Drop the model: scopes and their bindings refer to each other (and to the tree), so
+        without this the whole file would wait for the cyclic collector."""
+        for scope in (self._scopes or {}).values():
+            scope.bindings = {}
+            scope._attributes = None
+        for table in (self._scopes or {}, self.reads, self.scope_of_node, self.block_owner,
+                      self._statement_bindings, self._chains, self._deferred):
+            table.clear()
+
     @property
     def scopes(self) -> Dict[int, Scope]:
         if self._scopes is None:
