@@ -530,6 +530,12 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         doc = server.workspace.text_documents.get(unquote(uri))
         return doc.version if doc is not None else None
 
+    def cancel(pending: Dict[str, "asyncio.Future"], uri: str) -> None:
+        """Forget the lint waiting for ``uri``, if any (the document is closing)."""
+        task = pending.pop(uri, None)
+        if task is not None:
+            task.cancel()
+
     def clear(uris) -> None:
         for uri in uris:
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
@@ -623,9 +629,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_did_close(params: lsp.DidCloseNotebookDocumentParams) -> None:
         uri = params.notebook_document.uri
-        task = session.notebook_pending.pop(uri, None)
-        if task is not None:
-            task.cancel()
+        cancel(session.notebook_pending, uri)
         session.notebook_results.pop(uri, None)
         published = session.notebooks.pop(uri, None)
         if published is not None:  # every cell, so that no finding outlives the notebook
@@ -718,9 +722,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
-        task = session.pending.pop(uri, None)
-        if task is not None:
-            task.cancel()
+        cancel(session.pending, uri)
         session.results.pop(uri, None)
         if session.documents.pop(uri, "absent") != "absent":
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
