@@ -10,7 +10,8 @@ import re
 PERIODIC_WORDS = frozenset({"log", "logging", "logger", "verbose", "debug", "print", "display", "report", "plot",
                             "plots", "plotting", "visualize", "vis", "save", "checkpoint", "evaluate", "freq",
                             "frequency", "every", "interval"})
-STEP_WORDS = frozenset({"step", "steps", "iter", "iteration", "it", "i", "idx", "batch", "epoch"})
+STEP_WORDS = frozenset({"step", "steps", "iter", "iteration", "it", "i", "idx", "batch", "epoch",
+                        "cnt", "count", "counter"})  # `cnt == 0`: a one-off step
 ONE_OFF_WORDS = frozenset({"last", "first", "final"})  # last_batch, is_first_step
 # Names of evaluation code, and of training code.
 EVAL_WORDS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validate", "validation",
