@@ -5,7 +5,8 @@ and after a fix."""
 from __future__ import annotations
 
 import textwrap
-from typing import List
+import warnings
+from typing import List, Optional
 
 import libcst as cst
 
@@ -61,3 +62,37 @@ def fixer_text(source: str, path: str, settings: Settings) -> str:
     assert result.error is None and not result.warnings, result.error or result.warnings
     assert result.changed, "the fixer changed nothing"
     return result.text
+
+
+def behaviour_fix(source: str, code: str, applicability: Optional[str] = None, count: Optional[int] = None,
+                  path: str = "train.py", table: Optional[dict] = None) -> str:
+    """``source`` (dedented) with every ``code`` fix applied by the real fixer, for the behaviour
+    tests. With ``applicability``, every finding must carry a fix of that safety; without it,
+    findings without a fix are left out and at least one must have one. ``count``: how many
+    (fixable) findings there must be. ``table``: more settings (``preview``, ``target-torch-version``)."""
+    source = textwrap.dedent(source)
+    settings = settings_from_table({"select": [code], **(table or {})}, "t.toml", Settings())
+    diagnostics = lint_source(source, path, settings)
+    if applicability is not None:
+        assert diagnostics and all(d.fix is not None for d in diagnostics)
+        assert {d.fix.applicability for d in diagnostics} == {applicability}
+    else:
+        diagnostics = [d for d in diagnostics if d.fix is not None]
+        assert diagnostics
+    if count is not None:
+        assert len(diagnostics) == count
+    return fixer_text(source, path, settings)
+
+
+def run_program(source: str, quiet: bool = False, **names) -> dict:
+    """Execute ``source`` (dedented) with ``names`` defined; its namespace afterwards. ``quiet``:
+    warnings the program raises (deprecations of the code before its fix) are not shown."""
+    namespace = dict(names)
+    code = compile(textwrap.dedent(source), "program.py", "exec")
+    if quiet:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(code, namespace)
+    else:
+        exec(code, namespace)
+    return namespace

@@ -10,37 +10,23 @@ TL905: the flagged order really fails and the fixed one works. TL906: `Variable(
 from __future__ import annotations
 
 import io
-import textwrap
-import warnings
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchlint.config import Settings, settings_from_table  # noqa: E402
 from torchlint.deprecations import DEPRECATIONS  # noqa: E402
-from rule_support import fixer_text  # noqa: E402
-from torchlint.engine import lint_source  # noqa: E402
+from rule_support import behaviour_fix, run_program  # noqa: E402
 
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 
 
 def fix(source: str, code: str, version: str = "2.13", count: int = None) -> str:
-    source = textwrap.dedent(source)
-    settings = settings_from_table({"select": [code], "target-torch-version": version}, "t.toml", Settings())
-    diagnostics = [d for d in lint_source(source, "program.py", settings) if d.fix is not None]
-    assert diagnostics
-    if count is not None:
-        assert len(diagnostics) == count
-    return fixer_text(source, "program.py", settings)
+    return behaviour_fix(source, code, count=count, path="program.py", table={"target-torch-version": version})
 
 
 def run(source: str, **names):
-    namespace = dict(names)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        exec(compile(textwrap.dedent(source), "program.py", "exec"), namespace)
-    return namespace
+    return run_program(source, quiet=True, **names)
 
 
 # -- TL901 -------------------------------------------------------------------------------------

@@ -10,35 +10,22 @@ stands in where only the placement matters.
 from __future__ import annotations
 
 import os
-import textwrap
 import warnings
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchlint.config import Settings, settings_from_table  # noqa: E402
 from torchlint.diagnostics import SAFE, UNSAFE  # noqa: E402
-from rule_support import fixer_text  # noqa: E402
-from torchlint.engine import lint_source  # noqa: E402
+from rule_support import behaviour_fix, run_program  # noqa: E402
 
 
 def fix(source: str, code: str, applicability: str, count: int = None) -> str:
     """``source`` with every ``code`` fix applied; each must have ``applicability``."""
-    source = textwrap.dedent(source)
-    settings = settings_from_table({"select": [code]}, "t.toml", Settings())
-    diagnostics = lint_source(source, "train.py", settings)
-    assert diagnostics and all(d.fix is not None for d in diagnostics)
-    assert {d.fix.applicability for d in diagnostics} == {applicability}
-    if count is not None:
-        assert len(diagnostics) == count
-    return fixer_text(source, "train.py", settings)
+    return behaviour_fix(source, code, applicability, count)
 
 
-def run(source: str, **names):
-    namespace = dict(names)
-    exec(compile(textwrap.dedent(source), "program.py", "exec"), namespace)
-    return namespace
+run = run_program
 
 
 # -- TL202: safe fixes give the same tensors ----------------------------------------------------

@@ -8,7 +8,6 @@ them unsafe. This machine may have no GPU: the device is a variable and ``"cpu"`
 
 from __future__ import annotations
 
-import textwrap
 import warnings
 
 import pytest
@@ -16,28 +15,16 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from torchlint.config import Settings, settings_from_table  # noqa: E402
 from torchlint.diagnostics import SAFE, UNSAFE  # noqa: E402
-from rule_support import fixer_text  # noqa: E402
-from torchlint.engine import lint_source  # noqa: E402
+from rule_support import behaviour_fix, run_program  # noqa: E402
 
 
 def fix(source: str, code: str, applicability: str, count: int = None) -> str:
     """``source`` with every ``code`` fix applied; each must have ``applicability``."""
-    source = textwrap.dedent(source)
-    settings = settings_from_table({"select": [code], "preview": True}, "t.toml", Settings())
-    diagnostics = lint_source(source, "train.py", settings)
-    assert diagnostics and all(d.fix is not None for d in diagnostics)
-    assert {d.fix.applicability for d in diagnostics} == {applicability}
-    if count is not None:
-        assert len(diagnostics) == count
-    return fixer_text(source, "train.py", settings)
+    return behaviour_fix(source, code, applicability, count, table={"preview": True})
 
 
-def run(source: str, **names):
-    namespace = dict(names)
-    exec(compile(textwrap.dedent(source), "program.py", "exec"), namespace)
-    return namespace
+run = run_program
 
 
 # -- TL103: persistent workers -------------------------------------------------------------------

@@ -19,28 +19,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torchlint.config import Settings, settings_from_table  # noqa: E402
-from rule_support import fixer_text  # noqa: E402
+from rule_support import behaviour_fix, fixer_text, run_program  # noqa: E402
 from torchlint.engine import lint_source  # noqa: E402
 
 
 def fix(source: str, code: str, count: int = None, version: str = "2.13") -> str:
-    source = textwrap.dedent(source)
-    settings = settings_from_table({"select": [code], "target-torch-version": version}, "t.toml", Settings())
-    diagnostics = [d for d in lint_source(source, "program.py", settings) if d.fix is not None]
-    assert diagnostics
-    if count is not None:
-        assert len(diagnostics) == count
-    fixed = fixer_text(source, "program.py", settings)
-    assert fixed != source
-    return fixed
+    return behaviour_fix(source, code, count=count, path="program.py", table={"target-torch-version": version})
 
 
 def run(source: str, **names):
-    namespace = dict(names)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        exec(compile(textwrap.dedent(source), "program.py", "exec"), namespace)
-    return namespace
+    return run_program(source, quiet=True, **names)
 
 
 # -- TL404 -------------------------------------------------------------------------------------
