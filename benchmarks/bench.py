@@ -30,7 +30,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 CORPORA = {"timm": "timm==1.0.11", "transformers": "transformers==4.46.3"}
 TORCHFIX = "torchfix==0.7.0"
@@ -425,6 +425,15 @@ def tool_env(cache_root: Path, name: str, spec: str, exe_name: str) -> Path:
 def concatenated_file(corpus: Corpus, lines: int, path: Path) -> int:
     """One file of about ``lines`` lines made of whole module bodies of the corpus (its
     ``from __future__`` imports dropped, so the concatenation stays valid Python)."""
+    chunks, total = _module_bodies(corpus, lines)
+    path.write_text("".join(chunks), encoding="utf-8")
+    return total
+
+
+def _module_bodies(corpus: Corpus, lines: int) -> Tuple[List[str], int]:
+    """Whole module bodies of the corpus's files that parse, ``from __future__`` imports dropped
+    (so that their concatenation stays valid Python), until about ``lines`` lines: (the bodies,
+    their line count)."""
     import ast
 
     chunks, total = [], 0
@@ -439,8 +448,7 @@ def concatenated_file(corpus: Corpus, lines: int, path: Path) -> int:
         total += text.count("\n") + 1
         if total >= lines:
             break
-    path.write_text("".join(chunks), encoding="utf-8")
-    return total
+    return chunks, total
 
 
 def scaling(corpus: Corpus, work: Path, args) -> List[dict]:
@@ -491,20 +499,8 @@ def single_file(corpus: Corpus, work: Path, repeat: int) -> Optional[dict]:
     """A ~2,000-line file made of whole top-level statements of the corpus's files."""
     import ast
 
-    chunks, total = [], 0
     budget = SINGLE_FILE_LINES - TRAINING_TAIL.count("\n")
-    for path in corpus.files:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        text = "\n".join(l for l in text.splitlines() if not l.startswith("from __future__"))
-        try:
-            ast.parse(text)
-        except SyntaxError:
-            continue
-        chunks.append(text + "\n")
-        total += text.count("\n") + 1
-        if total >= budget:
-            break
-    text = "".join(chunks)
+    text = "".join(_module_bodies(corpus, budget)[0])
     lines = text.splitlines(keepends=True)
     for node in ast.parse(text).body:
         if node.lineno <= budget <= node.end_lineno:
