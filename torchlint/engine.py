@@ -32,6 +32,7 @@ from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, s
 from torchlint.rules import ENGINE_CODES, all_rules
 from torchlint.rules.base import Rule
 from torchlint.suppression import filter_suppressed
+from torchlint.workers import collector_paused
 from torchlint.tree import _children
 
 def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
@@ -125,14 +126,9 @@ def lint_source(
     this call asks it, when that may spare the libcst parse."""
     if incremental and gc.isenabled():
         # An editor lints on every keystroke: the cyclic collector would re-scan the ~10^5
-        # acyclic libcst nodes of each lint and the incremental parser's cached trees (the pool's
-        # workers and the language server freeze it instead; see runner.quiet_collector).
-        gc.disable()
-        try:
-            return lint_source(text, path, settings, rules=rules, prefilter=prefilter, incremental=True,
-                               project=project, ast_codes=ast_codes)
-        finally:
-            gc.enable()
+        # acyclic libcst nodes of each lint and the incremental parser's cached trees.
+        return collector_paused(lint_source, text, path, settings, rules=rules, prefilter=prefilter,
+                                incremental=True, project=project, ast_codes=ast_codes)
     codes = settings.codes_for_path(path)
     tree = None
     if ast_codes is not None:  # phase 1 ran every prefilter on this same text: not again

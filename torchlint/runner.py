@@ -16,7 +16,7 @@ from torchlint.diagnostics import Diagnostic
 from torchlint.source import (
     SourceFile, UnreadableFile, decode_source, is_notebook_path, max_file_size, read_bytes, read_source,
 )
-from torchlint.workers import reraise_interrupt
+from torchlint.workers import collector_paused, reraise_interrupt
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.cache import Cache
@@ -134,24 +134,8 @@ def _first_pass(path: str, settings: "Settings"):
     return path, digest, summary, (findings, with_project, ast_codes), None
 
 
-def _collector_paused(function, *args):
-    """``function(*args)`` with the cyclic collector off: one file's trees (CPython's, libcst's)
-    are acyclic and freed by reference counting when it returns, yet the collector would scan
-    them again and again while they are built (~12% of a cold run's CPU even at the workers'
-    thresholds). It runs again between files, so any cycle a file leaves is still collected."""
-    import gc
-
-    if not gc.isenabled():
-        return function(*args)
-    gc.disable()
-    try:
-        return function(*args)
-    finally:
-        gc.enable()
-
-
 def _first_pass_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
-    return [_collector_paused(_first_pass, path, settings[index]) for path, index in items]
+    return [collector_paused(_first_pass, path, settings[index]) for path, index in items]
 
 
 def _first_pass_chunk(items: Sequence[Tuple[str, int]]):
@@ -218,7 +202,7 @@ def quiet_collector():
 
 def _lint_items(items: Sequence[tuple], settings: Sequence["Settings"]):
     """Phase 3: lint (path, settings index, project facts, rules phase 1 kept or None) items."""
-    return [(path,) + _collector_paused(_lint_for_cache, path, settings[index], facts, *rest)
+    return [(path,) + collector_paused(_lint_for_cache, path, settings[index], facts, *rest)
             for path, index, facts, *rest in items]
 
 

@@ -121,3 +121,19 @@ def reraise_interrupt(exc: BaseException) -> None:
         if isinstance(seen, KeyboardInterrupt):
             raise KeyboardInterrupt from exc
         seen = seen.__context__
+
+
+def collector_paused(function: Callable, *args, **kwargs):
+    """``function(*args, **kwargs)`` with the cyclic collector off. One file's trees (CPython's,
+    libcst's) are acyclic and freed by reference counting when it is done, yet the collector
+    would scan them again and again while they are built; it runs again between files, so any
+    cycle a file leaves is still collected. The runner's phases and the editor path use it."""
+    import gc
+
+    if not gc.isenabled():
+        return function(*args, **kwargs)
+    gc.disable()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        gc.enable()
