@@ -113,6 +113,18 @@ AST_CASES = [
     ("import torch\nx = torch.eye(3)\ny = x.cuda()\n", "TL202", True),  # a name bound to a constructor
     ("import torch.nn as nn\n# nn.BatchNorm2d after nn.Conv2d\nc = nn.Conv2d(3, 8, 3)\n", "TL301", False),
     ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))\n", "TL301", True),
+    # every TL301 finding is on a conv whose bias may be on: bias=False, **kwargs or a
+    # non-literal positional bias never reach libcst (a string argument makes the text prefilter
+    # pass); aliases are followed
+    ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3, padding='same', bias=False), nn.BatchNorm2d(8))\n", "TL301", False),
+    ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3, padding='same', bias=flag), nn.BatchNorm2d(8))\n", "TL301", False),
+    ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3, padding='same', **kw), nn.BatchNorm2d(8))\n", "TL301", False),
+    ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3, 1, 'same', 1, 1, b), nn.BatchNorm2d(8))\n", "TL301", False),
+    ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3, 1, 'same', 1, 1, True), nn.BatchNorm2d(8))\n", "TL301", True),
+    ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3, bias=True), nn.BatchNorm2d(8))\n", "TL301", True),
+    ("import torch.nn as nn\nnn.Sequential(nn.LazyConv2d(8, 3, 1, 1, 1, 1, True), nn.BatchNorm2d(8))\n", "TL301", True),
+    ("from torch.nn import Conv2d as C\nimport torch.nn as nn\nnn.Sequential(C(3, 8, 3), nn.BatchNorm2d(8))\n", "TL301", True),
+    ("import torch.nn as nn\nC = nn.Conv2d\nnn.Sequential(C(3, 8, 3), nn.BatchNorm2d(8))\n", "TL301", True),
     ("def f(p):\n    p.data.zero_()  # not zero_grad\n", "TL401", False),
     ("def f(p):\n    p.grad.data.zero_()\n", "TL401", True),
     ('"""The loader yields .item() values."""\nx.step\n', "TL201", False),

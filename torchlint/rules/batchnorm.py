@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -101,6 +102,35 @@ def batchnorm_may_be_used(text: str) -> bool:
     return _named_for_use(_NORM_NAME, text, lambda _text, _start: True)
 
 
+_CONV_SHORT_NAMES = tuple(f"{lazy}Conv{kind}{n}d" for lazy in ("", "Lazy") for kind in ("", "Transpose") for n in "123")
+_BIAS_POSITIONS = sorted(set(CONV_BIAS_POSITIONS.values()))
+
+
+def ast_conv_may_have_bias(index) -> bool:
+    """ast prefilter: a conv constructor call whose bias ``_is_conv_with_bias`` could take for on
+    (no ``bias=`` or ``bias=True``, no ``*args``/``**kwargs``, no positional bias other than
+    ``True``). Every finding is on such a call; calls followed through aliases the index cannot
+    follow answer yes."""
+    calls = index.calls_of(*_CONV_SHORT_NAMES)
+    if calls is None:
+        return True
+    for call, _path in calls:
+        keyword = next((k for k in call.keywords if k.arg == "bias"), None)
+        if keyword is not None:
+            if type(keyword.value) is ast.Constant and keyword.value.value is True:
+                return True
+            continue
+        if any(k.arg is None for k in call.keywords) or any(type(a) is ast.Starred for a in call.args):
+            continue
+        for position in _BIAS_POSITIONS:  # whichever class an alias may stand for
+            if len(call.args) <= position:
+                return True  # the bias left at its default
+            value = call.args[position]
+            if type(value) is ast.Constant and value.value is True:
+                return True
+    return False
+
+
 # -- the rule -------------------------------------------------------------------------------------
 class ConvBiasBeforeBatchNorm(Rule):
     """Flags a convolution (``Conv``, ``ConvTranspose``, ``LazyConv``; 1d/2d/3d) with its bias on
@@ -127,8 +157,7 @@ class ConvBiasBeforeBatchNorm(Rule):
     hint = "BatchNorm subtracts the per-channel mean, so the bias only adds parameters and work."
     default_norm_message = "Conv bias is cancelled by the BatchNorm `{param}` defaults to; pass `bias=False` for it"
     requires = (("Conv",), ("BatchNorm",), (conv_may_have_bias,), (batchnorm_may_be_used,))  # cheap tokens first
-    ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True) and index.called(
-        *(f"{lazy}Conv{kind}{n}d" for lazy in ("", "Lazy") for kind in ("", "Transpose") for n in "123")))
+    ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True) and ast_conv_may_have_bias(index))
     fix_applicability = UNSAFE
 
     def __init__(self, ctx) -> None:
