@@ -237,3 +237,66 @@ def test_fully_warm_run_imports_neither_libcst_nor_the_rules(project):
         assert "DataParallel" in warm.stdout
         assert "libcst" not in warm.stderr.split() and "torchlint.rules." not in warm.stderr
     assert run("full").stdout == cold.stdout
+
+
+HELPER = "def accuracy(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n"
+LOOP = ("from helper import accuracy\n\ndef train(model, opt, loader):\n    for x, y in loader:\n"
+        "        out = model(x.cuda())\n        out.sum().backward()\n        opt.step()\n"
+        "        acc = accuracy(out, y)\n")
+
+
+def test_one_touched_file_whose_summary_is_unchanged_keeps_the_project_facts(project, capsys, monkeypatch):
+    """One file edited without changing what the project index reads of it (a comment, a
+    change inside a statement that calls nothing new): phase 1 runs for that file alone, the
+    index is not rebuilt and the other file's findings stand. An edit that changes its summary
+    (a call removed, a syntax error) rebuilds the index and moves the other file's finding."""
+    from torchlint import project as project_mod
+    from torchlint import runner
+
+    write(project / "helper.py", HELPER)
+    write(project / "train.py", LOOP)
+    built, first = [], []
+    real_index, real_first = project_mod.ProjectIndex, runner._first_pass
+    monkeypatch.setattr(project_mod, "ProjectIndex", lambda summaries: built.append(len(summaries)) or real_index(summaries))
+    monkeypatch.setattr(runner, "_first_pass", lambda path, settings: first.append(os.path.basename(path)) or real_first(path, settings))
+    expected = [("helper.py", "TL201", 2, 12)]
+    assert findings(capsys, "--select", "TL201") == expected
+    assert built == [2] and sorted(first) == ["helper.py", "train.py"]
+
+    def edit(text: str, mtime: int):
+        built.clear(), first.clear()
+        write(project / "train.py", text, mtime)
+        return findings(capsys, "--select", "TL201")
+
+    assert edit(LOOP + "# a comment\n", OLD + 1) == expected
+    assert built == [] and first == ["train.py"]
+    assert edit(LOOP.replace("model(x.cuda())", "model(x.cuda(non_blocking=True))"), OLD + 2) == expected
+    assert built == [] and first == ["train.py"]
+    assert edit(LOOP.replace("        acc = accuracy(out, y)\n", ""), OLD + 3) == []  # no longer per step
+    assert built == [2] and first == ["train.py"]  # helper.py's summary came from the cache
+    assert edit(LOOP, OLD + 4) == expected
+    assert built == [2] and first == ["train.py"]
+    assert edit(LOOP + "def broken(:\n", OLD + 5) == []  # no summary now: no loop calls accuracy
+    assert built == [1] and first == ["train.py"]
+    assert edit(LOOP, OLD + 6) == expected
+    assert built == [2]
+
+
+def test_a_file_changed_while_its_mtime_is_too_recent_is_summarized_again(project, capsys, monkeypatch):
+    """The project snapshot records a file whose mtime was too recent to trust as changed: the
+    next run summarizes it again (a same-size edit within the mtime's granularity is seen)."""
+    from torchlint import runner
+
+    write(project / "helper.py", HELPER)
+    write(project / "train.py", LOOP, mtime_ns=cache_mod.time.time_ns())  # racy
+    assert findings(capsys, "--select", "TL201") == [("helper.py", "TL201", 2, 12)]
+    first = []
+    real_first = runner._first_pass
+    monkeypatch.setattr(runner, "_first_pass", lambda path, settings: first.append(os.path.basename(path)) or real_first(path, settings))
+    monkeypatch.setattr(cache_mod, "RACY_NS", 0)  # by now the mtime would be trusted: the stored flag counts
+    st = os.stat(project / "train.py")
+    same_size = LOOP.replace("acc = accuracy(out, y)", "acc = accurac_(out, y)")
+    (project / "train.py").write_text(same_size)
+    os.utime(project / "train.py", ns=(st.st_mtime_ns, st.st_mtime_ns))
+    assert findings(capsys, "--select", "TL201") == []
+    assert first == ["train.py"]

@@ -6,6 +6,7 @@ Layout (like ruff's ``.ruff_cache``)::
         CACHEDIR.TAG  .gitignore
         v1/<key>.json      one index per (torchlint code, settings fingerprint)
         v1/summaries/<key>.json   project summaries (phase 1) per torchlint code
+        v1/summaries/<key>.project.json   the last run's project facts, stats, summary hashes
 
 An index maps each file's absolute path to ``[size, mtime_ns, content hash, racy, findings,
 checksum]``; an entry whose checksum or shape is wrong is recomputed, never trusted.
@@ -34,7 +35,7 @@ import os
 import stat
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from torchlint import __version__
 from torchlint.diagnostics import Diagnostic
@@ -101,13 +102,19 @@ class Entry:
     """What the cache knows of one file; ``findings`` stays JSON until a hit needs it. Stored as
     ``[size, mtime_ns, digest, racy, findings, checksum]``."""
 
-    __slots__ = ("size", "mtime_ns", "digest", "racy", "findings")
+    __slots__ = ("size", "mtime_ns", "digest", "racy", "findings", "checksum")
 
-    def __init__(self, size: int, mtime_ns: int, digest: str, racy: bool, findings: list) -> None:
+    def __init__(self, size: int, mtime_ns: int, digest: str, racy: bool, findings: list,
+                 checksum: Optional[str] = None) -> None:
         self.size, self.mtime_ns, self.digest, self.racy, self.findings = size, mtime_ns, digest, racy, findings
+        #: the checksum verified on load, while the entry is unchanged (``touch`` clears it)
+        self.checksum = checksum
+
+    def touch(self, size: int, mtime_ns: int, racy: bool) -> None:
+        self.size, self.mtime_ns, self.racy, self.checksum = size, mtime_ns, racy, None
 
     def to_json(self, key: str) -> list:
-        checksum = entry_checksum(key, self.size, self.mtime_ns, self.digest, self.racy, self.findings)
+        checksum = self.checksum or entry_checksum(key, self.size, self.mtime_ns, self.digest, self.racy, self.findings)
         return [self.size, self.mtime_ns, self.digest, self.racy, self.findings, checksum]
 
     @classmethod
@@ -127,7 +134,7 @@ class Entry:
                 return None
         except (TypeError, ValueError, UnicodeError, RecursionError):
             return None
-        return cls(size, mtime_ns, digest, racy, findings)
+        return cls(size, mtime_ns, digest, racy, findings, checksum)
 
 
 def _finding_to_json(d: Diagnostic) -> dict:
@@ -226,6 +233,15 @@ class Index:
         self.dirty = False
 
 
+class ProjectSnapshot(NamedTuple):
+    """``Cache.lookup_project``'s answer."""
+
+    facts: Dict[str, list]  # abspath -> the file's FileFacts as stored
+    stats: Dict[str, os.stat_result]  # path as given -> its stat now
+    digests: Dict[str, str]  # abspath -> its summary's hash when the snapshot was taken
+    changed: List[str]  # paths whose summaries must be made again
+
+
 class Cache:
     """The results cache of one run. ``lookup`` before linting a file, ``store`` after,
     ``save`` at the end. Never raises for a bad or unwritable cache: it just does not help."""
@@ -233,6 +249,7 @@ class Cache:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._indexes: Dict[str, Index] = {}
+        self._summary_digests: Dict[str, str] = {}  # abspath -> hash of its compact summary JSON
 
     def _index(self, settings) -> Index:
         key = hashlib.blake2b(f"{code_signature()}:{settings.fingerprint}".encode(), digest_size=12).hexdigest()
@@ -242,20 +259,24 @@ class Cache:
             self._indexes[key] = index
         return index
 
-    def lookup(self, path: str, settings, facts: str = "") -> Tuple[Optional[List[Diagnostic]], Optional[os.stat_result]]:
+    def lookup(self, path: str, settings, facts: str = "",
+               st: Optional[os.stat_result] = None) -> Tuple[Optional[List[Diagnostic]], Optional[os.stat_result]]:
         """(cached findings or None, the file's stat before any read). A stat of None means the
         file cannot be cached (it cannot be stat'ed). ``facts``: the digest of what the project
         index says about the file (``FileFacts.digest``); findings stored under other facts are
-        stale (another file changed what this one's findings depend on)."""
-        entry, st = self._lookup_entry(self._index(settings), path, facts)
+        stale (another file changed what this one's findings depend on). ``st``: the file's
+        stat taken earlier in this run (``lookup_project``), not taken again."""
+        entry, st = self._lookup_entry(self._index(settings), path, facts, st)
         return (findings_from_json(entry.findings, path) if entry is not None else None), st
 
-    def _lookup_entry(self, index: "Index", path: str, facts: str) -> Tuple[Optional["Entry"], Optional[os.stat_result]]:
+    def _lookup_entry(self, index: "Index", path: str, facts: str,
+                      st: Optional[os.stat_result] = None) -> Tuple[Optional["Entry"], Optional[os.stat_result]]:
         key = os.path.abspath(path)
-        try:
-            st = os.stat(key)
-        except OSError:
-            return None, None
+        if st is None:
+            try:
+                st = os.stat(key)
+            except OSError:
+                return None, None
         index.seen.add(key)
         entry = index.entries.get(key)
         if entry is None or entry.digest.partition("+")[2] != facts:
@@ -275,7 +296,7 @@ class Cache:
             return None, st
         if f"{digest}+{facts}" != entry.digest:
             return None, st
-        entry.size, entry.mtime_ns, entry.racy = st.st_size, st.st_mtime_ns, _is_racy(st.st_mtime_ns)
+        entry.touch(st.st_size, st.st_mtime_ns, _is_racy(st.st_mtime_ns))
         index.dirty = True
         return entry, st
 
@@ -310,27 +331,41 @@ class Cache:
             except (ValueError, RecursionError):
                 return None, st
             if isinstance(summary, dict):
+                self._summary_digests[os.path.abspath(path)] = content_hash(entry.findings[0].encode("utf-8"))
                 return summary, st
         return None, st
 
-    def store_summary(self, path: str, st: os.stat_result, digest: str, summary: Optional[dict]) -> None:
+    def store_summary(self, path: str, st: Optional[os.stat_result], digest: Optional[str],
+                      summary: Optional[dict]) -> None:
+        """Remember ``path``'s summary (when it has a stat and a digest: else only its
+        ``summary_digest`` for this run's project snapshot)."""
         # kept as one JSON string: its checksum hashes a string, not a nested structure, and an
         # unchanged entry is written back without being encoded again
         if summary is not None:
             from torchlint.project import compact_summary
 
             text = json.dumps(compact_summary(summary), separators=(",", ":"))
-            self._store_entry(self._summaries(), path, st, f"{digest}+", [text])
+            self._summary_digests[os.path.abspath(path)] = content_hash(text.encode("utf-8"))
+            if st is not None and digest is not None:
+                self._store_entry(self._summaries(), path, st, f"{digest}+", [text])
+
+    def summary_digest(self, path: str) -> str:
+        """The hash of ``path``'s summary as this run last looked it up or stored it ("" for a
+        file without one: unreadable, not Python, a notebook)."""
+        return self._summary_digests.get(os.path.abspath(path), "")
 
     # -- the project index's product, so that an unchanged tree skips phases 1 and 2 ------------
     def _project_path(self) -> str:
         key = hashlib.blake2b(code_signature().encode(), digest_size=12).hexdigest()
         return os.path.join(self.directory, FORMAT, "summaries", key + ".project.json")
 
-    def lookup_project(self, files: Sequence[str]) -> Optional[Tuple[Dict[str, list], Dict[str, os.stat_result]]]:
-        """The project facts of the last run over exactly these files, none of them changed
-        since (same size and mtime, the mtime not too recent to trust): (abspath -> facts as
-        stored, abspath -> stat), or None (then phases 1 and 2 run)."""
+    def lookup_project(self, files: Sequence[str]) -> Optional["ProjectSnapshot"]:
+        """What the last run over exactly these files (no file added or removed) left: the
+        project facts of each file, every file's stat now, and the files changed since (size
+        or mtime differ, or the mtime was too recent to trust then or now), whose summaries
+        phase 1 must make again. The facts stand when every changed file's new summary hashes
+        as its recorded one (``summary_digest``); otherwise phases 1 and 2 run. None when there
+        is no snapshot for these files."""
         from torchlint.source import UnreadableFile, read_bytes
 
         path = self._project_path()
@@ -343,27 +378,33 @@ class Cache:
             if not isinstance(recorded, dict) or not isinstance(facts, dict) or len(recorded) != len(files):
                 return None
             stats: Dict[str, os.stat_result] = {}
+            changed: List[str] = []
+            digests: Dict[str, str] = {}
             for file in files:
                 key = os.path.abspath(file)
                 row = recorded.get(key)
-                if not isinstance(row, list) or len(row) != 2:
+                if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
                     return None
-                st = os.stat(key)
-                if st.st_size != row[0] or st.st_mtime_ns != row[1] or _is_racy(st.st_mtime_ns):
-                    return None
-                stats[file] = st
-            return facts, stats
+                st = stats[file] = os.stat(key)
+                digests[key] = row[2]
+                if st.st_size != row[0] or st.st_mtime_ns != row[1] or row[3] or _is_racy(st.st_mtime_ns):
+                    changed.append(file)
+                elif row[2]:  # stands for this run's summary (a changed file's is made again)
+                    self._summary_digests[key] = row[2]
+            return ProjectSnapshot(facts, stats, digests, changed)
         except (UnreadableFile, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return None
 
     def store_project(self, stats: Dict[str, Optional[os.stat_result]], facts: Dict[str, list]) -> None:
-        """Remember the facts of this run's files (``lookup_project``); not when a file could
-        not be stat'ed or changed too recently for its mtime to be trusted."""
+        """Remember the facts of this run's files (``lookup_project``) with their stats and
+        summary digests; not when a file could not be stat'ed. A file whose mtime is too recent
+        to trust is recorded as changed."""
         recorded = {}
         for file, st in stats.items():
-            if st is None or _is_racy(st.st_mtime_ns):
+            if st is None:
                 return
-            recorded[os.path.abspath(file)] = [st.st_size, st.st_mtime_ns]
+            recorded[os.path.abspath(file)] = [st.st_size, st.st_mtime_ns, self.summary_digest(file),
+                                               1 if _is_racy(st.st_mtime_ns) else 0]
         data = {"format": FORMAT, "version": __version__, "files": recorded,
                 "facts": {os.path.abspath(f): v for f, v in facts.items() if v}}
         try:

@@ -62,10 +62,12 @@ class GitIgnore:
 
     def __init__(self) -> None:
         self._rules: Dict[str, List[IgnoreRule]] = {}
+        self._chains: Dict[str, List[str]] = {}
 
     def load_dir(self, directory: str) -> None:
         if directory in self._rules:
             return
+        self._chains.clear()  # a chain asked before this folder's rules were known
         path = os.path.join(directory, ".gitignore")
         rules: List[IgnoreRule] = []
         if os.path.isfile(path):
@@ -92,18 +94,25 @@ class GitIgnore:
         for d in reversed(chain):
             self.load_dir(d)
 
+    def _chain(self, directory: str) -> List[str]:
+        """The folders from ``directory`` up whose .gitignore has rules (most have none),
+        innermost first; the same for every entry of ``directory`` (its ancestors' files are
+        loaded before its entries are asked about)."""
+        chain = self._chains.get(directory)
+        if chain is None:
+            parent = os.path.dirname(directory)
+            chain = [directory] if self._rules.get(directory) else []
+            if parent != directory:
+                chain = chain + self._chain(parent)
+            self._chains[directory] = chain
+        return chain
+
     def is_ignored(self, path: str, is_dir: bool) -> bool:
         path = os.path.abspath(path)
         ignored = False
-        d = os.path.dirname(path)
-        chain = []
-        while True:
-            if self._rules.get(d):  # a folder whose .gitignore has rules (most have none)
-                chain.append(d)
-            parent = os.path.dirname(d)
-            if parent == d:
-                break
-            d = parent
+        chain = self._chain(os.path.dirname(path))
+        if not chain:
+            return False
         name = os.path.basename(path)
         for directory in reversed(chain):
             rel = os.path.relpath(path, directory).replace(os.sep, "/")

@@ -260,7 +260,7 @@ class _Summarizer:
                      if not any(a <= m.start() < b for a, b in spans)}
         else:
             found = set(_CALL_TEXT.findall(self.text, offsets[start], offsets[end]))
-        for callee in found:
+        for callee in sorted(found):  # set order varies by process: summaries must hash alike
             if callee in _NOT_CALLS or callee.endswith("."):
                 continue
             head = callee.split(".", 1)[0]

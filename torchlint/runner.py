@@ -250,18 +250,20 @@ def lint_paths(
     stats: Dict[str, Optional[os.stat_result]] = {}
     summaries: Dict[str, dict] = {}
     first_todo: List[str] = []
-    # An unchanged tree: the facts the project index gave last time stand (phases 1 and 2 skipped)
+    # The facts the project index gave last time stand when no file's summary changed: phase 1
+    # runs for the changed files only, phase 2 not at all (one file touched: no index rebuilt)
     known = cache.lookup_project(files) if cache is not None else None
     known_facts: Dict[str, "FileFacts"] = {}
     if known is not None:
         from torchlint.project import FileFacts
 
         try:
-            known_facts = {path: FileFacts.from_json(known[0].get(os.path.abspath(path))) for path in files}
+            known_facts = {path: FileFacts.from_json(known.facts.get(os.path.abspath(path))) for path in files}
         except (ValueError, TypeError, IndexError, KeyError, AttributeError):
             known = None
         else:
-            stats.update(known[1])
+            stats.update(known.stats)
+            first_todo = [path for path in known.changed if not is_notebook_path(path)]
     for path in files:
         settings = resolver.for_path(path)
         index = settings_ids.get(id(settings))
@@ -269,35 +271,39 @@ def lint_paths(
             index = settings_ids[id(settings)] = len(settings_list)
             settings_list.append(settings)
         index_of[path] = index
-        summary = None
-        if known is not None:
-            continue
-        if cache is not None:
-            summary, stats[path] = cache.lookup_summary(path)
-        if summary is not None:
-            summaries[path] = summary
-        elif not is_notebook_path(path):  # a notebook has no summary: straight to phase 3
-            first_todo.append(path)
+        if known is None:
+            _cached_summary(cache, path, summaries, stats, first_todo)
 
     jobs = jobs or default_jobs()
     # Phase 1 (only for files whose summary is not cached)
     finished: Dict[str, Tuple[Optional[str], List[Diagnostic], bool]] = {}
     ast_codes: Dict[str, frozenset] = {}  # the rules phase 1's prefilters kept, per file
-    first_items = [(path, index_of[path]) for path in first_todo]
-    for path, digest, summary, (findings, with_project, kept), error in _run(first_items, stats, settings_list, jobs, first=True):
-        if error:
-            result.errors.append(error)
-            finished[path] = (None, [], False)
-            continue
-        if summary is not None:
-            summaries[path] = summary
-            st = stats.get(path)
-            if cache is not None and st is not None and digest is not None:
-                cache.store_summary(path, st, digest, summary)
-        if findings is not None:
-            finished[path] = (digest, findings, with_project)
-        elif kept is not None:
-            ast_codes[path] = kept
+
+    def first_phase(paths: Sequence[str]) -> None:
+        items = [(path, index_of[path]) for path in paths]
+        for path, digest, summary, (findings, with_project, kept), error in _run(items, stats, settings_list, jobs, first=True):
+            if error:
+                result.errors.append(error)
+                finished[path] = (None, [], False)
+                continue
+            if summary is not None:
+                summaries[path] = summary
+                if cache is not None:
+                    cache.store_summary(path, stats.get(path), digest, summary)
+            if findings is not None:
+                finished[path] = (digest, findings, with_project)
+            elif kept is not None:
+                ast_codes[path] = kept
+
+    first_phase(first_todo)
+    if known is not None and cache is not None and any(
+            cache.summary_digest(path) != known.digests.get(os.path.abspath(path), "") for path in known.changed):
+        known = None  # a changed summary may change any file's facts: the whole index is built
+        redone, rest = set(first_todo), []
+        for path in files:
+            if path not in redone:
+                _cached_summary(cache, path, summaries, stats, rest)
+        first_phase(rest)
 
     # Phase 2
     from torchlint.project import ProjectIndex
@@ -320,7 +326,7 @@ def lint_paths(
                 cache.store(path, settings, st, digest, findings, facts.digest)
             continue
         if cache is not None:
-            found, st = cache.lookup(path, settings, facts.digest)
+            found, st = cache.lookup(path, settings, facts.digest, stats.get(path))
             stats.setdefault(path, st)
             if found is not None:
                 result.diagnostics.extend(found)
@@ -339,11 +345,24 @@ def lint_paths(
             cache.store(path, settings_list[index_of[path]], st, digest, diagnostics, facts_of[path].digest)
     if cache is not None:
         cache.save()
-        if known is None and not result.errors:
+        if (known is None or known.changed) and not result.errors:
             cache.store_project({path: stats.get(path) for path in files},
                                 {path: facts.to_json() for path, facts in facts_of.items()})
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result
+
+
+def _cached_summary(cache: Optional["Cache"], path: str, summaries: Dict[str, dict],
+                    stats: Dict[str, Optional[os.stat_result]], todo: List[str]) -> None:
+    """``path``'s cached summary into ``summaries``, else ``path`` onto phase 1's ``todo`` (a
+    notebook has no summary: it goes straight to phase 3)."""
+    summary = None
+    if cache is not None:
+        summary, stats[path] = cache.lookup_summary(path)
+    if summary is not None:
+        summaries[path] = summary
+    elif not is_notebook_path(path):
+        todo.append(path)
 
 
 def _run(items: Sequence[tuple], stats, settings_list, jobs: int, first: bool) -> list:
