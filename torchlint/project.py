@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
@@ -114,13 +114,23 @@ def _dotted(node: ast.AST) -> Optional[str]:
     return ".".join(reversed(parts))
 
 
-def _words(name: Optional[str]) -> Set[str]:
-    import re
-
+def _words(name: Optional[str]) -> FrozenSet[str]:
+    """The lower-case words of a dotted, snake or camel case name (remembered: the same names
+    come back in every file)."""
     if not name:
-        return set()
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return {w.lower() for w in re.split(r"[._]", spaced) if w}
+        return frozenset()
+    found = _WORDS.get(name)
+    if found is None:
+        if len(_WORDS) > 50_000:  # a long-lived process (the language server): stay small
+            _WORDS.clear()
+        spaced = _CAMEL_HUMP.sub(r"\1_\2", name)
+        found = _WORDS[name] = frozenset(w.lower() for w in _WORD_SEPARATOR.split(spaced) if w)
+    return found
+
+
+_WORDS: Dict[str, FrozenSet[str]] = {}
+_CAMEL_HUMP = re.compile(r"([a-z0-9])([A-Z])")
+_WORD_SEPARATOR = re.compile(r"[._]")
 
 
 def _is_periodic(test: ast.AST) -> bool:
@@ -143,10 +153,11 @@ def _is_periodic(test: ast.AST) -> bool:
     if isinstance(test, ast.Call):
         return bool(_words(_dotted(test.func)) & PERIODIC_WORDS)
     if isinstance(test, (ast.Name, ast.Attribute)):
-        return bool(_words(_dotted(test)) & (PERIODIC_WORDS | ONE_OFF_WORDS))
+        return bool(_words(_dotted(test)) & _PERIODIC_OR_ONE_OFF)
     return False
 
 
+_PERIODIC_OR_ONE_OFF = frozenset(PERIODIC_WORDS | ONE_OFF_WORDS)
 _DEVICE_NAMES = frozenset({"dev", "rank", "local_rank", "gpu", "gpu_id"})
 
 
@@ -189,6 +200,7 @@ class _Summarizer:
         #: The source and its line offsets, when the file is summarised the cheap way (no
         #: gradient step in it).
         self.text = ""
+        self.reversed = ""  # the text backwards (``call_names``)
         self.lines: Optional[List[int]] = None
         self.loaders_possible = True
         #: Does the file build a Lightning ``Trainer`` on a GPU (``accelerator="gpu"``, ``gpus=1``)?
@@ -247,7 +259,7 @@ class _Summarizer:
             else:
                 if kind is ast.If and stmt.body and _is_periodic(stmt.test):
                     guarded.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno))
-                for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for field_name in _BLOCKS.get(kind, _ALL_BLOCKS):
                     stack.extend(getattr(stmt, field_name, ()) or ())
         start = node.body[0].lineno - 1 if node.body else node.lineno
         offsets = self.lines
@@ -255,11 +267,7 @@ class _Summarizer:
         spans = [(offsets[a - 1], offsets[min(b, len(offsets) - 1)]) for a, b in guarded]
         calls = record["calls"]
         imports = self.imports
-        if spans:
-            found = {m.group(1) for m in _CALL_TEXT.finditer(self.text, offsets[start], offsets[end])
-                     if not any(a <= m.start() < b for a, b in spans)}
-        else:
-            found = set(_CALL_TEXT.findall(self.text, offsets[start], offsets[end]))
+        found = self.call_names(offsets[start], offsets[end], spans)
         for callee in sorted(found):  # set order varies by process: summaries must hash alike
             if callee in _NOT_CALLS or callee.endswith("."):
                 continue
@@ -268,28 +276,45 @@ class _Summarizer:
                 continue
             calls.append(self.qualify(callee, local_imports))
 
+    def call_names(self, lo: int, hi: int, spans: List[Tuple[int, int]]) -> Set[str]:
+        """The names ``_CALL_TEXT`` finds in ``text[lo:hi]`` that start outside ``spans``. The
+        scan runs over the reversed text, where each match starts with a literal ``(`` that the
+        regex engine finds at C speed (about 9 times faster than ``_CALL_TEXT`` over the text);
+        the same matches, since a name cannot hold a ``(``."""
+        text = self.text
+        if lo and _CALL_NAME_CHAR.match(text, lo - 1):  # a name running into the range: as before
+            if spans:
+                return {m.group(1) for m in _CALL_TEXT.finditer(text, lo, hi)
+                        if not any(a <= m.start() < b for a, b in spans)}
+            return set(_CALL_TEXT.findall(text, lo, hi))
+        size = len(text)
+        if spans:
+            found = {m.group(1) for m in _CALL_TEXT_REVERSED.finditer(self.reversed, size - hi, size - lo)
+                     if not any(a <= size - m.end(1) < b for a, b in spans)}
+        else:
+            found = set(_CALL_TEXT_REVERSED.findall(self.reversed, size - hi, size - lo))
+        return {name[::-1] for name in found if name[-1] in _NAME_START}
+
     def run(self, tree: ast.Module) -> dict:
-        for stmt in tree.body:  # module-level imports first: functions see them whatever the order
-            for node in _module_level(stmt):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    self.add_import(node, self.imports)
+        module_level = [node for stmt in tree.body for node in _module_level(stmt)]
+        for node in module_level:  # module-level imports first: functions see them whatever the order
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.add_import(node, self.imports)
         if self.lines is None:
             self.body(tree.body, None, None, self.top)
         else:  # only the definitions: module-level code of a file without a gradient step
-            for stmt in tree.body:
-                for node in _module_level(stmt):
-                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.function(node, None, None)
-                    elif isinstance(node, ast.ClassDef):
-                        for item in node.body:
-                            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                                self.function(item, node.name, node)
+            for node in module_level:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.function(node, None, None)
+                elif isinstance(node, ast.ClassDef):
+                    for item in node.body:
+                        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            self.function(item, node.name, node)
         classes = {}
-        for stmt in tree.body:  # module-level classes and what they derive from
-            for node in _module_level(stmt):
-                if isinstance(node, ast.ClassDef):
-                    bases = [_dotted(b) for b in node.bases]
-                    classes[node.name] = [self.qualify(b, {}) for b in bases if b]
+        for node in module_level:  # module-level classes and what they derive from
+            if isinstance(node, ast.ClassDef):
+                bases = [_dotted(b) for b in node.bases]
+                classes[node.name] = [self.qualify(b, {}) for b in bases if b]
         # A call of a bare name, or of self./cls., can only name a function of this file (phase 2
         # resolves it here): calls of names no function here bears (builtins, locals) are dropped.
         defined = {q.rpartition(".")[2] for q in self.functions}
@@ -348,7 +373,7 @@ class _Summarizer:
                     stack.append((child, in_loop, guarded or _is_periodic(node.test)))
                 stack.append((node.test, in_loop, guarded))
                 continue
-            for child in reversed(list(ast.iter_child_nodes(node))):
+            for child in reversed(_child_nodes(node)):
                 stack.append((child, in_loop, guarded))
 
     def call(self, node: ast.Call, record: dict, per_step: bool, local_imports: Dict[str, str]) -> None:
@@ -438,6 +463,11 @@ def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
                 stack.extend(handler.body)
 
 
+# The statement lists of each compound statement, in the order ``_ALL_BLOCKS`` lists them.
+_ALL_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+_BLOCKS = {kind: tuple(f for f in _ALL_BLOCKS if f in kind._fields)
+           for kind in (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
+                        getattr(ast, "TryStar", ast.Try), ast.ExceptHandler, ast.Match, ast.match_case)}
 # Statements without a body of their own.
 _SIMPLE = frozenset({ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Pass, ast.Break,
                      ast.Continue, ast.Raise, ast.Assert, ast.Delete, ast.Global, ast.Nonlocal,
@@ -454,9 +484,29 @@ def _own_nodes(statements, loops: bool = False) -> Iterable[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
+        for child in _child_nodes(node):
             if not isinstance(child, skip):
                 stack.append(child)
+
+
+def _child_nodes(node: ast.AST) -> List[ast.AST]:
+    """``ast.iter_child_nodes`` as a list, less the context and operator leaves (``Load``,
+    ``Add``...): nothing is ever looked for in them, and skipping them spares a third of a walk."""
+    kind = type(node)
+    fields = _NODE_FIELDS.get(kind)
+    if fields is None:
+        fields = _NODE_FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "op", "ops"))
+    children: List[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            children.append(value)
+        elif type(value) is list:
+            children.extend([item for item in value if isinstance(item, ast.AST)])
+    return children
+
+
+_NODE_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
 def _returns_loader(function) -> bool:
@@ -485,6 +535,12 @@ _LIGHTNING_LOADER_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test
 _ROOT_TEXT = re.compile(r"\.\s*(?:backward|step)\s*\(")
 # `name(`, `self.name(`, `mod.sub.name(` in a function's source: the calls it may make.
 _CALL_TEXT = re.compile(r"(?<![\w.])((?>[A-Za-z_][\w.]*))[ \t]*\(")  # atomic: no backtracking
+# The same scan over the reversed text: ``(``, blanks, then the name backwards (kept when it starts
+# with a letter or ``_``). Greedy, so the name is whole, as the look-behind above makes it.
+_CALL_TEXT_REVERSED = re.compile(r"\([ \t]*([\w.]+)")
+_CALL_NAME_CHAR = re.compile(r"[\w.]")
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_PLUS_ONE = (1).__add__  # a line's length with its newline
 _NOT_CALLS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "not", "in", "is", "print",
                         "def", "class", "lambda", "assert", "yield", "await", "with", "except", "del"})
 
@@ -501,7 +557,8 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None) -> dict:
         summarizer.gpu_trainer = _GPU_TRAINER.search(text) is not None if "Trainer" in text else False
         if not _ROOT_TEXT.search(text):
             summarizer.text = text
-            lines = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
+            summarizer.reversed = text[::-1]
+            lines = list(itertools.accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
             lines[-1] = len(text)  # the end of the last line, newline or not
             summarizer.lines = lines
     return summarizer.run(tree)
