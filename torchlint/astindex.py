@@ -109,6 +109,19 @@ class AstIndex:
         self._star: List[str] = []
         self._line_starts: Optional[List[int]] = None
         self._on_line: Dict[int, List[Tuple[ast.AST, Path]]] = {}
+        self._restricted_roots: List[ast.Module] = []
+
+    def restricted(self, statements: Sequence[ast.stmt]) -> "AstIndex":
+        """An index of the same text whose questions see only ``statements`` (top-level
+        statements of this tree): a word elsewhere counts as if it were in a comment. The text's
+        line table and word positions are shared, so asking per statement costs the node visits
+        alone (``partial.py``)."""
+        root = ast.Module(body=sorted(statements, key=lambda s: s.lineno), type_ignores=[])  # in order: bisected
+        self._restricted_roots.append(root)  # alive: ``_kids`` is keyed by node ids
+        index = AstIndex(root, self.text, self.torch_version)
+        index._word_cache, index._line_starts, index._kids = self._word_cache, self._lines(), self._kids
+        index._restricted_roots = self._restricted_roots
+        return index
 
     # -- where words occur -----------------------------------------------------------------------
     def lines_matching(self, pattern: "re.Pattern[str]") -> List[int]:

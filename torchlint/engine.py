@@ -26,7 +26,8 @@ from torchlint.context import (
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import refusal, too_large
-from torchlint.parsing import IncrementalParser, parse_with_lines
+from torchlint.parsing import LARGE_FILE_CHARS, IncrementalParser, parse_with_lines
+from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
 from torchlint.rules import ENGINE_CODES, all_rules
@@ -115,6 +116,7 @@ def lint_source(
     incremental: bool = False,
     project: Optional[FileFacts] = None,
     ast_codes: Optional[Collection[str]] = None,
+    plan: Optional[Plan] = None,
 ) -> List[Diagnostic]:
     """All findings for one file's text, noqa and per-file-ignores applied, sorted.
 
@@ -123,7 +125,9 @@ def lint_source(
     ``project``: what the project index says about this file's functions (``project.py``);
     without it, the file is its own project (its own loops and factories still count).
     ``ast_codes``: the rules phase 1's ast-level prefilter kept for this file (``runner``); None:
-    this call asks it, when that may spare the libcst parse."""
+    this call asks it, when that may spare the libcst parse. ``plan``: the top-level definitions
+    libcst must parse (``partial.py``), made by phase 1 for these rules; None: made here when it
+    can pay (never in the editor path, whose parser reuses unchanged statements instead)."""
     if incremental and gc.isenabled():
         # An editor lints on every keystroke: the cyclic collector would re-scan the ~10^5
         # acyclic libcst nodes of each lint and the incremental parser's cached trees.
@@ -152,10 +156,22 @@ def lint_source(
     else:
         try:
             first_lines = None
+            cut = module = None
             if incremental:
                 module = _INCREMENTAL.parse(text, tree)
             else:
-                module, first_lines = parse_with_lines(text)
+                if ast_codes is not None:  # phase 1 made the plan for these rules (or found none)
+                    plan = plan or getattr(ast_codes, "plan", None)
+                elif plan is None and prefilter and len(text) < LARGE_FILE_CHARS:
+                    plan = statement_plan(text, path, settings, candidates, tree)
+                cut = partial_text(text, plan) if plan is not None else None
+                if cut is not None:
+                    module, first_lines = _parse_cut(cut, plan)
+                    if module is not None:  # the rules whose questions said yes
+                        candidates = [r for r in candidates if r.code in plan.codes]
+                if module is None:
+                    cut = None
+                    module, first_lines = parse_with_lines(text)
         except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
             error = syntax_error(text, path, settings)
             if error is None:  # valid Python that libcst cannot read
@@ -169,10 +185,46 @@ def lint_source(
         else:
             if project is None and any(r.uses_project for r in candidates):
                 project = single_file_facts(text, path, tree)
-            diagnostics.extend(check_module(module, text, path, settings, candidates, project, tree, first_lines))
+            try:
+                found = check_module(module, text, path, settings, candidates, project, tree, first_lines,
+                                     stubs=_stubs(module, plan) if cut is not None else None)
+            except PartialMismatch:  # a position in a left-out body, or one not placed exactly:
+                del module  # the same rules on a whole parse (no prefilter: they passed it)
+                return lint_source(text, path, settings, rules=candidates, prefilter=False, project=project)
+            diagnostics.extend(found)
     diagnostics = filter_suppressed(text, diagnostics, path, codes)  # and TL004 unused-noqa
     diagnostics.sort(key=Diagnostic.sort_key)
     return diagnostics
+
+
+def statement_plan(text: str, path: str, settings, rules: Sequence[Type[Rule]],
+                   tree: Optional[ast.Module] = None) -> Optional[Plan]:
+    """Which top-level definitions libcst must parse for ``rules`` (``partial.py``), or None:
+    the whole file. Parses CPython's tree when not given."""
+    if not rules or any(r.ast_candidate is None for r in rules):
+        return None
+    if tree is None:
+        tree = _ast_parse(text, path)[0]
+        if tree is None:
+            return None
+    return plan_statements(tree, text, rules, AstIndex(tree, text, settings.target_torch_version))
+
+
+def _parse_cut(cut: str, plan: Plan) -> Tuple[Optional[cst.Module], Optional[List[int]]]:
+    """libcst's tree of a partial text, with the first lines of its statements in the real text;
+    (None, None) when it does not parse as the plan says (the caller parses the whole file)."""
+    try:
+        module = cst.parse_module(cut)
+    except (cst.ParserSyntaxError, RecursionError, ValueError):
+        return None, None
+    if len(module.body) != len(plan.pieces):
+        return None, None
+    return module, list(plan.first_lines)
+
+
+def _stubs(module: cst.Module, plan: Optional[Plan]) -> frozenset:
+    """ids of the partial module's statements that stand for a left-out body."""
+    return frozenset(id(stmt) for stmt, piece in zip(module.body, plan.pieces) if piece.stub_header) if plan else frozenset()
 
 
 def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter: bool = True,
@@ -228,7 +280,8 @@ def first_pass(text: str, path: str, settings):
     summary = summarize(tree, path, text) if tree is not None else None
     kept = candidate_rules(text, path, settings, codes, tree=tree)
     if kept:
-        return summary, None, True, frozenset(r.code for r in kept)
+        plan = statement_plan(text, path, settings, kept, tree) if tree is not None and len(text) < LARGE_FILE_CHARS else None
+        return summary, None, True, kept_rules(plan.codes if plan is not None else (r.code for r in kept), plan)
     rules = [r for r in all_rules() if r.code in codes and r.uses_project]
     with_project = tree is not None and bool(candidate_rules(text, path, settings, codes, rules, True, _ANY_FACTS))
     diagnostics = [error] if error is not None and error.code in codes else []
@@ -240,7 +293,10 @@ _ANY_FACTS = FileFacts(per_step={"": ("train", "")})  # stands for "the index ha
 
 def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]],
                  project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None,
-                 first_lines: Optional[List[int]] = None) -> List[Diagnostic]:
+                 first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None) -> List[Diagnostic]:
+    """The findings of ``rules`` on ``module``. ``stubs``: ``module`` is a partial parse
+    (``partial.py``) whose statements with these ids stand for left-out bodies; a position
+    needed there raises ``PartialMismatch``."""
     ctx = FileContext(path, text, module, settings, project)
     tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
     report = ctx.report
@@ -256,7 +312,7 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
         walk(module, ctx, [rule(ctx) for rule in rules])
         if not ctx.pending:
             return []
-        positions = Positions(module, text, tree, first_lines)
+        positions = Positions(module, text, tree if stubs is None else None, first_lines, stubs)
         return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p))) for p in ctx.pending]
     finally:
         ctx.release()

@@ -36,13 +36,18 @@ class _OffsetState(CodegenState):
         self.offset = 0
         self.spans: Dict[cst.CSTNode, Span] = {}
         self._starts: list = []
+        self.code: Optional[List[str]] = None  # the generated code too, when it is to be checked
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
             self.offset += len(token)
+            if self.code is not None:
+                self.code.append(token)
 
     def add_token(self, value: str) -> None:
         self.offset += len(value)
+        if self.code is not None:
+            self.code.append(value)
 
     def pop_trailing_newline(self) -> None:
         pass  # only the end of the module moves; no node range depends on it
@@ -91,10 +96,18 @@ def _spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
     return state.spans
 
 
-def _statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int) -> Tuple[Dict[cst.CSTNode, Span], int]:
+def _statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int,
+                     text: Optional[str] = None) -> Tuple[Dict[cst.CSTNode, Span], int]:
+    """The spans of ``stmt``'s nodes generated from ``start``, and where it ends; with ``text``,
+    an end of -1 unless the generated code is exactly ``text`` there (a partial module's code is
+    not the text: its statements are checked, not just their lengths)."""
     state = _OffsetState(module)
     state.offset = start
+    if text is not None:
+        state.code = []
     stmt._codegen(state)
+    if text is not None and "".join(state.code) != text[start:state.offset]:
+        return state.spans, -1
     return state.spans, state.offset
 
 
@@ -119,10 +132,13 @@ class Positions:
     ``top`` is the top-level statement holding ``node`` when the caller knows it."""
 
     def __init__(self, module: cst.Module, text: str, tree: Optional[ast.Module] = None,
-                 first_lines: Optional[List[int]] = None) -> None:
+                 first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None) -> None:
         from torchlint.locator import Locator
 
         self.module = module
+        #: ids of the statements standing for left-out bodies when ``module`` is a partial parse
+        #: (``partial.py``): its code is not ``text``, so only its other statements are placed
+        self.stubs = stubs
         self.tree = tree
         self.first_lines = first_lines  # of CPython's top-level statements, instead of ``tree``
         self.spans: Dict[cst.CSTNode, Span] = {}
@@ -140,11 +156,30 @@ class Positions:
         if span is None:
             if top is None and id(node) in self._tops:
                 top = node
-            if top is None or not self._statement(top) or node not in self.spans:
-                self._generate_all()
-            span = self.spans[node]
+            if self.stubs is not None:
+                span = self._partial_span(node, top)
+            else:
+                if top is None or not self._statement(top) or node not in self.spans:
+                    self._generate_all()
+                span = self.spans[node]
         start, end = span
         return self.locator.location(start), self.locator.location(end)
+
+    def _partial_span(self, node: cst.CSTNode, top: Optional[cst.CSTNode]) -> Span:
+        """``node``'s span in a partial module: from ``top``, else from each statement that is
+        not a stub in turn; ``PartialMismatch`` when it is in a stub or cannot be placed."""
+        from torchlint.partial import PartialMismatch
+
+        order = [top] if top is not None else []
+        order += [stmt for stmt in self.module.body if stmt is not top]
+        for stmt in order:
+            if id(stmt) in self.stubs:
+                continue
+            if not self._statement(stmt):
+                break
+            if node in self.spans:
+                return self.spans[node]
+        raise PartialMismatch()
 
     def _generate_all(self) -> None:
         if not self._whole:
@@ -162,7 +197,7 @@ class Positions:
             return False
         following = starts[index + 1] if index + 1 < len(starts) else self._footer_start()
         try:
-            spans, end = _statement_spans(self.module, stmt, starts[index])
+            spans, end = _statement_spans(self.module, stmt, starts[index], self.text if self.stubs is not None else None)
         except RecursionError:
             return False  # the whole module then goes through node_spans' deep-stack path
         if end != following:

@@ -61,6 +61,13 @@ class Rule:
     #: once...), not just the words in a comment or docstring. Must be sound: False only when
     #: the rule cannot fire. None: ``requires`` alone decides.
     ast_candidate: ClassVar[Optional[Callable[["AstIndex"], bool]]] = None
+    #: Whether every finding lies in a top-level statement whose ``ast_candidate``, asked of that
+    #: statement and the module's other statements that are not function or class definitions
+    #: (``AstIndex.restricted``), is true, and depends on no other definition's body (only on
+    #: its name and header). Then libcst parses only such statements of a file in a batch run
+    #: (``torchlint/partial.py``). False for rules that pair sites across definitions in
+    #: ``leave_Module`` or read the whole module up front.
+    statement_local: ClassVar[bool] = True
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx

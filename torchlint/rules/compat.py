@@ -207,6 +207,7 @@ class EvalAfterLoadStateDict(Rule):
     """
 
     code = "TL902"
+    statement_local = False  # reads the whole module, read up front
     name = "eval-after-load-state-dict"
     summary = "A model is run after loading weights without `.eval()` (dropout and batch norm in training mode)."
     message = "`{model}` is run for inference without `.eval()`; call `{model}.eval()` first"

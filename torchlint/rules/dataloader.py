@@ -59,6 +59,7 @@ class DataLoaderNumWorkers(Rule):
     """
 
     code = "TL101"
+    statement_local = False  # reads a dataset class of the same file
     name = "dataloader-num-workers"
     summary = "`DataLoader` loads data in the main process (`num_workers` omitted or 0)."
     message = "`DataLoader` loads batches in the main process; set `num_workers` > 0"
@@ -163,6 +164,7 @@ class DataLoaderPinMemory(Rule):
     """
 
     code = "TL102"
+    statement_local = False  # reads loops and loader factories anywhere in the file
     name = "dataloader-pin-memory"
     summary = "`DataLoader` batches are copied to the GPU from pageable memory (`pin_memory` not set)."
     message = "Batches go to the GPU from pageable memory; pass `pin_memory=True` to this `DataLoader`"

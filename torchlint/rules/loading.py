@@ -99,6 +99,7 @@ class DataLoaderPersistentWorkers(_LoaderRule):
     """
 
     code = "TL103"
+    statement_local = False  # reads loaders and epoch loops anywhere in the file
     name = "dataloader-persistent-workers"
     summary = "A multi-worker `DataLoader` iterated every epoch re-forks its workers (`persistent_workers` not set)."
     message = "`DataLoader` restarts its workers every epoch; pass `persistent_workers=True`"
@@ -219,6 +220,7 @@ class DistributedSampler(_LoaderRule):
     """
 
     code = "TL104"
+    statement_local = False  # reads loaders and epoch loops anywhere in the file
     name = "distributed-sampler"
     summary = "A training `DataLoader` in a DDP program is not sharded: every rank trains on the whole dataset."
     message = "Every DDP rank iterates the whole dataset; pass `sampler=DistributedSampler(dataset)`"

@@ -215,6 +215,7 @@ class MissingZeroGrad(Rule):
     """
 
     code = "TL406"
+    statement_local = False  # reads functions of the same file it calls
     preview = True  # too few findings on real code yet to show its precision
     name = "missing-zero-grad"
     summary = "A training loop steps the optimizer every iteration but never resets the gradients."
@@ -329,6 +330,7 @@ class DdpNoSync(Rule):
     """
 
     code = "TL403"
+    statement_local = False  # reads helpers of the same file that step
     name = "ddp-no-sync"
     summary = "Gradient accumulation with DDP without `no_sync()`: an all-reduce on every micro-step."
     message = (
@@ -415,6 +417,7 @@ class RetainedGraph(Rule):
     """
 
     code = "TL405"
+    statement_local = False  # reads helpers of the same file that step
     name = "retained-graph"
     summary = "A graph-carrying tensor is kept across training steps, so every step's autograd graph stays alive."
     message = (
@@ -643,6 +646,7 @@ class NoGradInEval(Rule):
     """
 
     code = "TL402"
+    statement_local = False  # reads the callers of the function in the same file
     name = "no-grad-in-eval"
     summary = "An evaluation loop runs the model without `torch.no_grad()`/`torch.inference_mode()`."
     message = (

@@ -156,6 +156,7 @@ class CudaSynchronizeInLoop(Rule):
     """
 
     code = "TL204"
+    statement_local = False  # reads timing wrappers defined in the same file
     name = "cuda-synchronize-in-loop"
     summary = "`torch.cuda.synchronize()` every step makes the host wait for all queued GPU work."
     message = "`torch.cuda.synchronize()` every step stalls the host; remove it (keep it only to read a timer)"

@@ -1,0 +1,156 @@
+"""Partial parses (torchlint/partial.py): libcst parses only the top-level definitions where a
+finding can be; findings, ranges and fixes must be exactly those of a whole parse."""
+
+from __future__ import annotations
+
+import ast
+import pickle
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import torchlint.engine as engine
+import torchlint.partial as partial
+from torchlint.config import Settings
+from torchlint.partial import Piece, Plan, kept_rules, partial_text
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _as_json(diagnostics):
+    return [d.to_json() for d in diagnostics]
+
+
+def _whole(monkeypatch, text, path, settings):
+    with monkeypatch.context() as m:
+        m.setattr(engine, "plan_statements", lambda *a, **k: None)
+        return engine.lint_source(text, path, settings)
+
+
+@pytest.mark.parametrize("preview", [False, True])
+def test_every_fixture_lints_the_same_from_a_partial_parse(monkeypatch, preview):
+    """With no minimum cut, every fixture whose rules allow it is linted from a partial parse:
+    the same findings, ranges and fixes as from the whole file."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    real_plan = engine.plan_statements
+    plans = []
+    monkeypatch.setattr(engine, "plan_statements", lambda *a: plans.append(real_plan(*a)) or plans[-1])
+    settings = Settings(preview=preview)
+    for path in sorted(FIXTURES.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        # as written, and with a definition without candidate sites before and after the code
+        # (a stub at each end, whatever the fixture's own definitions hold)
+        for variant in (text, f"def _filler(x):\n    x += 1\n    return x\n\n\n{text}\n\nclass _Filler:\n    y = 1\n    z = 2\n"):
+            if variant is not text and (text.startswith(("#!", "from __future__")) or "\nfrom __future__" in text):
+                continue  # must stay first
+            found = engine.lint_source(variant, str(path), settings)
+            assert _as_json(found) == _as_json(_whole(monkeypatch, variant, str(path), settings)), path
+    assert sum(plan is not None for plan in plans) >= 6  # the partial path was exercised (local rules)
+
+
+SOURCE = '''\
+"""Module docstring."""
+import torch.nn as nn
+
+
+@decorator(
+    arg=1,
+)
+def helper(x):
+    """A docstring."""
+    return x + 1
+    # a comment that closes the body
+
+
+# leads the next class
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))
+
+def one_liner(): return 1
+a = 1; b = 2
+'''
+
+
+def test_partial_text_keeps_headers_and_the_lines_between_statements():
+    tree = ast.parse(SOURCE)
+    pieces = (
+        Piece(1, 1, 0, 1), Piece(2, 4, 0, 2),
+        Piece(5, 13, 8, 10),  # the decorated helper: its header is lines 5-8
+        Piece(14, 18, 0, 18), Piece(19, 19, 0, 19), Piece(20, 21, 0, 20),
+    )
+    plan = Plan(pieces, tuple(partial._first_line(s) for s in tree.body), len(SOURCE))
+    cut = partial_text(SOURCE, plan)
+    assert cut == SOURCE.replace('    """A docstring."""\n    return x + 1\n', "    ...\n")
+    assert partial_text(SOURCE + " ", plan) is None  # made for another text
+    module = engine._parse_cut(cut, plan)[0]
+    assert module is not None and len(module.body) == len(pieces)
+
+
+def test_a_plan_cuts_only_definitions_without_candidate_sites(monkeypatch):
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    settings = Settings()
+    rules = engine.candidate_rules(SOURCE, "m.py", settings, settings.codes_for_path("m.py"), tree=ast.parse(SOURCE))
+    assert "TL301" in [r.code for r in rules] and all(r.statement_local for r in rules)
+    plan = engine.statement_plan(SOURCE, "m.py", settings, rules)
+    assert [p.stub_header for p in plan.pieces] == [0, 0, 8, 0, 0, 0]  # helper cut, Net kept, the one-liner cannot be
+    assert _as_json(engine.lint_source(SOURCE, "m.py", settings)) == _as_json(_whole(monkeypatch, SOURCE, "m.py", settings))
+
+
+def test_no_plan_for_rules_that_read_other_definitions_or_for_odd_line_ends(monkeypatch):
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    from torchlint.rules import rules_by_code
+
+    by_code = rules_by_code()
+    assert engine.statement_plan(SOURCE, "m.py", Settings(), [by_code["TL301"]]) is not None
+    assert engine.statement_plan(SOURCE, "m.py", Settings(), [by_code["TL301"], by_code["TL102"]]) is not None  # TL102: no DataLoader
+    with_loader = SOURCE + "from torch.utils.data import DataLoader\nloader = DataLoader(data)\n"
+    assert engine.statement_plan(with_loader, "m.py", Settings(), [by_code["TL301"], by_code["TL102"]]) is None
+    assert engine.statement_plan(SOURCE.replace("\n", "\r\n"), "m.py", Settings(), [by_code["TL301"]]) is None
+    assert not by_code["TL101"].statement_local  # it reads a dataset class of the same file
+
+
+def test_a_statement_that_cannot_be_placed_falls_back_to_a_whole_parse(monkeypatch):
+    """A plan whose first lines do not match the text: positions cannot be placed, the file is
+    linted again from a whole parse, with the same result."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    settings = Settings()
+    real_plan = engine.plan_statements
+
+    def shifted(*args):
+        plan = real_plan(*args)
+        return plan._replace(first_lines=tuple(line + 1 for line in plan.first_lines))
+
+    whole = _whole(monkeypatch, SOURCE, "m.py", settings)
+    assert [d.code for d in whole] == ["TL301"]
+    parses = []
+    real_parse = engine.parse_with_lines
+    monkeypatch.setattr(engine, "parse_with_lines", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    monkeypatch.setattr(engine, "plan_statements", shifted)
+    assert _as_json(engine.lint_source(SOURCE, "m.py", settings)) == _as_json(whole)
+    assert parses == [1]  # the fallback
+
+
+def test_phase_one_hands_its_plan_to_phase_three_through_the_pool():
+    plan = Plan((Piece(1, 2, 0, 2),), (1,), 10)
+    kept = pickle.loads(pickle.dumps(kept_rules(["TL301", "TL202"], plan)))
+    assert kept == {"TL301", "TL202"} and kept.plan == plan
+    assert pickle.loads(pickle.dumps(kept_rules([], None))).plan is None
+
+
+def test_phase_one_makes_the_plan(monkeypatch):
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    kept = engine.first_pass(SOURCE, "m.py", Settings())[3]
+    assert "TL301" in kept and kept.plan is not None and kept.plan.pieces[2].stub_header == 8
+    text = textwrap.dedent("""\
+        import torch.nn as nn
+        m = nn.DataParallel(m)
+    """)
+    assert engine.first_pass(text, "m.py", Settings())[3].plan is None  # nothing to cut

@@ -1,0 +1,151 @@
+"""Parse with libcst only the top-level definitions where a finding can be.
+
+libcst's parser is most of a cold run's cost, and a file that reaches it usually holds its
+candidate sites in one or two of its classes or functions: a model file of 2,000 lines whose
+one ``nn.Sequential(conv, bn)`` sits in one class. In a batch run, CPython's tree (phase 1 has
+it) tells which top-level definitions matter: those for which some kept rule's
+``ast_candidate``, asked of that definition and the module's other statements
+(``AstIndex.restricted``), is true. The others are replaced by a stub of their header (the
+decorators, the ``def``/``class`` line with its bases or signature, then ``...``), so every name
+stays bound as before and a class still has its bases; every statement that is not a definition
+(imports, assignments, ``if __name__ == "__main__":``) is always kept.
+
+The text libcst parses is then the file with those bodies cut out; ``Positions`` places each
+kept statement at its offset in the real text (``first_lines`` of the kept statements), and a
+finding or a fix that would need a position inside a stub, or a statement that cannot be placed
+exactly, makes the engine lint the file again from a whole parse (``PartialMismatch``). Only
+rules that declare ``statement_local`` allow it (``rules/base.py``); a file with any other
+candidate rule is parsed whole, as are files where too little would be cut to pay for the
+questions.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Cut only when the bodies left out are at least this many lines (and this share of the file):
+# below that the questions and a second statement walk cost about what the parse saves.
+MIN_CUT_LINES = 40
+MIN_CUT_SHARE = 0.2
+
+
+class PartialMismatch(Exception):
+    """A position was needed inside a stub, or a statement of a partial module could not be placed
+    exactly in the text: the file is linted again from a whole parse."""
+
+
+class Piece(NamedTuple):
+    """One top-level statement (or several on one line): its first line (decorators included),
+    the line before the next statement begins, the last line of its header when its body is
+    left out (0: kept whole) and its own last line."""
+
+    first: int
+    last: int
+    stub_header: int
+    end: int
+
+
+class Plan(NamedTuple):
+    pieces: Tuple[Piece, ...]
+    #: first line of each CPython top-level statement kept (stubs included), for ``Positions``
+    first_lines: Tuple[int, ...]
+    size: int  # len(text) the plan was made for
+    #: the codes of the rules that may fire on the file (those whose question said yes): the
+    #: only ones run on the partial module
+    codes: frozenset = frozenset()
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", None)
+    return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
+
+
+def plan(tree: ast.Module, text: str, rules: Sequence[type], index) -> Optional[Plan]:
+    """Which top-level definitions libcst must parse for ``rules`` (the file's candidate rules),
+    or None: parse the whole file. ``index``: the ``AstIndex`` of ``tree``. The plan runs only
+    the rules whose question says yes for the whole file (the engine's prefilter stops asking at
+    the first yes); any of them not ``statement_local`` means no plan."""
+    if not rules or any(r.ast_candidate is None for r in rules):
+        return None
+    body = tree.body
+    if len(body) < 2 or "\r" in text or "\f" in text or "\v" in text:
+        return None  # line ends a line table of "\n" would get wrong
+    total = text.count("\n") + 1
+    base = [s for s in body if not isinstance(s, _DEFINITIONS)]
+    groups: List[List[ast.stmt]] = []
+    for stmt in body:  # statements after `;` stay with their line
+        if groups and _first_line(stmt) <= groups[-1][-1].end_lineno:
+            groups[-1].append(stmt)
+        else:
+            groups.append([stmt])
+    firsts = [_first_line(g[0]) for g in groups]
+    # Whole-definition cuts first (cheap), the questions only where a cut pays
+    candidates = []
+    for i, group in enumerate(groups):
+        stmt = group[0]
+        if len(group) == 1 and isinstance(stmt, _DEFINITIONS) and stmt.body:
+            header = _first_line(stmt.body[0]) - 1
+            if header >= stmt.lineno and stmt.end_lineno - header > 1:
+                candidates.append((i, header))
+    if sum(groups[i][0].end_lineno - header for i, header in candidates) < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
+        return None
+    rules = [rule for rule in rules if rule.ast_candidate(index)]
+    if not rules or any(not rule.statement_local for rule in rules):
+        return None
+    stubs = {}
+    for i, header in candidates:
+        restricted = index.restricted(base + [groups[i][0]])
+        if not any(rule.ast_candidate(restricted) for rule in rules):
+            stubs[i] = header
+    cut = sum(groups[i][0].end_lineno - header for i, header in stubs.items())
+    if not stubs or cut < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
+        return None
+    pieces = tuple(Piece(first, (firsts[i + 1] - 1) if i + 1 < len(groups) else total, stubs.get(i, 0),
+                         groups[i][-1].end_lineno) for i, first in enumerate(firsts))
+    first_lines = tuple(_first_line(stmt) for group in groups for stmt in group)
+    return Plan(pieces, first_lines, len(text), frozenset(rule.code for rule in rules))
+
+
+def partial_text(text: str, plan: Plan) -> Optional[str]:
+    """The text libcst parses for ``plan``: each left-out body replaced by ``...`` at the body's
+    indentation, every other line as in ``text``. None when the plan does not fit the text."""
+    if len(text) != plan.size:
+        return None
+    lines = text.splitlines(keepends=True)
+    if len(lines) != text.count("\n") + (0 if text.endswith("\n") else 1):
+        return None  # characters splitlines() takes for line ends: the line numbers would drift
+    if plan.pieces[0].first > 1:
+        out = lines[: plan.pieces[0].first - 1]
+    else:
+        out = []
+    for piece in plan.pieces:
+        if not piece.stub_header:
+            out.extend(lines[piece.first - 1: piece.last])
+            continue
+        out.extend(lines[piece.first - 1: piece.stub_header])
+        body_line = lines[piece.stub_header] if piece.stub_header < len(lines) else ""
+        indent = body_line[: len(body_line) - len(body_line.lstrip(" \t"))]
+        if not indent:
+            return None
+        out.append(f"{indent}...\n")
+        out.extend(lines[piece.end: piece.last])  # comment and blank lines that may lead the next
+    return "".join(out)
+
+
+class KeptRules(frozenset):
+    """The codes of the rules phase 1's prefilters kept for a file, with the ``plan`` of the
+    top-level definitions libcst must parse for them (None: the whole file), so that phase 3
+    needs neither CPython's tree nor the questions again."""
+
+    plan: Optional[Plan] = None
+
+    def __reduce__(self):  # to the pool's workers and back
+        return (kept_rules, (frozenset(self), self.plan))
+
+
+def kept_rules(codes, plan: Optional[Plan]) -> KeptRules:
+    kept = KeptRules(codes)
+    kept.plan = plan
+    return kept
