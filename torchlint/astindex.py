@@ -113,14 +113,17 @@ class AstIndex:
 
     def restricted(self, statements: Sequence[ast.stmt]) -> "AstIndex":
         """An index of the same text whose questions see only ``statements`` (top-level
-        statements of this tree): a word elsewhere counts as if it were in a comment. The text's
-        line table and word positions are shared, so asking per statement costs the node visits
-        alone (``partial.py``)."""
+        statements of this tree): a word elsewhere counts as if it were in a comment, but names
+        resolve through the whole file's bindings. The text's line table, word positions and
+        bindings are shared, so asking per statement costs the node visits alone
+        (``partial.py``)."""
         root = ast.Module(body=sorted(statements, key=lambda s: s.lineno), type_ignores=[])  # in order: bisected
         self._restricted_roots.append(root)  # alive: ``_kids`` is keyed by node ids
         index = AstIndex(root, self.text, self.torch_version)
         index._word_cache, index._line_starts, index._kids = self._word_cache, self._lines(), self._kids
         index._restricted_roots = self._restricted_roots
+        # the whole file's name bindings (they are "in any scope" anyway): computed once
+        index._bindings, index._star = self.bindings(), self._star
         return index
 
     # -- where words occur -----------------------------------------------------------------------
