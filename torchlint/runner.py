@@ -263,7 +263,8 @@ def lint_paths(
             known = None
         else:
             stats.update(known.stats)
-            first_todo = [path for path in known.changed if not is_notebook_path(path)]
+            for path in known.changed:  # a touch without an edit still finds its summary cached
+                _cached_summary(cache, path, summaries, stats, first_todo)
     for path in files:
         settings = resolver.for_path(path)
         index = settings_ids.get(id(settings))
@@ -301,7 +302,7 @@ def lint_paths(
         known = None  # a changed summary may change any file's facts: the whole index is built
         redone, rest = set(first_todo), []
         for path in files:
-            if path not in redone:
+            if path not in redone and path not in summaries:
                 _cached_summary(cache, path, summaries, stats, rest)
         first_phase(rest)
 
