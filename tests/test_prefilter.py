@@ -169,6 +169,18 @@ AST_CASES = [
     ("for b in data:\n    loss.backward()\n", "TL405", True),
     ('"""Call .backward() in the loop."""\n', "TL405", False),
     ('"""softmax then cross_entropy"""\nimport torch\n', "TL407", False),
+    # method calls are looked for only where the word is an attribute called, as Python spaces it
+    ("import torch\nx = torch.zeros(3).to  (d)\n", "TL202", True),
+    ("import torch\nx = torch.zeros(3) . to(d)\n", "TL202", True),
+    ("import torch\nx = torch.zeros(3).\\\n    cuda()\n", "TL202", True),
+    # imports spread over continued lines; assignments of a name (not of a call of it)
+    ("import os, \\\n    torch as th\nth.load(f)\n", "TL901", True),
+    ("from \\\n    torch import load as L\nL(f)\n", "TL901", True),
+    ("from .utils import load\nimport torch\nload(f)\n", "TL901", False),
+    ("import torch\nser = torch.serialization.load(f)\nser(g)\n", "TL901", True),
+    ("import torch\nx = torch.nn\ny = x.Linear(2, 2)\nz = (torch\n     .load)\nz(f)\n", "TL901", True),
+    ("import torch\nL = torch.load if fast else None\nL(f)\n", "TL901", False),
+    ("load = 1\nload(f)  # no torch here\n", "TL901", False),
 ]
 
 
@@ -269,3 +281,33 @@ def test_a_file_whose_words_are_only_in_docstrings_never_reaches_libcst(monkeypa
     assert [d.code for d in lint_source(real_site, "m.py", Settings())] == ["TL701"]
     assert "TL701" in engine.first_pass(real_site, "m.py", Settings())[3]
     assert parsed == [real_site]
+
+
+def test_with_project_asks_only_the_project_prefilter():
+    """A file no rule fires on may still go to libcst when the project index has facts about it:
+    through a project rule whose project prefilter passes (TL102: its text prefilter)."""
+    from torchlint import engine
+
+    only_tl102 = Settings(select=("TL102",))
+    assert engine.first_pass("x = 1\n", "m.py", only_tl102)[1:] == ([], False, None)
+    in_docstring = '"""Build the DataLoader elsewhere."""\nx = 1\n'  # the text passes, the tree says no
+    assert engine.first_pass(in_docstring, "m.py", only_tl102)[1:] == ([], True, None)
+    assert engine.first_pass("x = (\n", "m.py", only_tl102)[2] is False  # no tree, no facts
+    # TL201 fires in any function the index says runs every step: no token needed
+    assert engine.first_pass("x = 1\n", "m.py", Settings(select=("TL201",)))[1:] == ([], True, None)
+
+
+def test_ast_index_questions():
+    import ast
+
+    from torchlint.astindex import AstIndex
+
+    def index(source):
+        return AstIndex(ast.parse(source), source)
+
+    source = "import torch\n# x.to(d) in a comment\ny = x.to(d)\nz = to(d)\nw = x.to\nv = (x.to)(d)\n"
+    assert sorted(call.lineno for call, _ in index(source).method_calls("to")) == [3, 6]
+    bindings = index("import os, \\\n    torch as th\nfrom .torch import load\nec = th.cuda.empty_cache\n"
+                     "m = th.zeros(3)\nv = th.ones(2)[0]\n").bindings()
+    assert bindings == {"th": {"torch"}, "ec": {"torch.cuda.empty_cache"}}
+    assert index("import os\nx = os.path\n").bindings() == {}

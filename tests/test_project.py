@@ -203,3 +203,31 @@ def test_lightning_loader_hooks_are_moved_only_when_the_trainer_is_on_gpu(tmp_pa
                  str(train): summarize(ast.parse(train_text), str(train), train_text)}
     facts = ProjectIndex(summaries).facts_for(str(data))
     assert ("D.train_dataloader" in facts.moved_loaders) is moved
+
+
+def test_calls_are_read_off_the_text_of_each_function(tmp_path):
+    """The cheap summary (no gradient step in the file) takes the calls from each function's
+    text: spacing before `(` as Python allows, dotted names through imports, not a name glued to
+    a word before it, not calls under a periodic guard."""
+    text = textwrap.dedent("""\
+        import helpers
+        import tools
+
+        def first(x):
+            helpers.run (x)
+            tools.prep\t(x)
+            x.total(1)
+            second(x);third(x)
+            s = "9fourth(x)"
+            if step % 100 == 0:
+                fifth(x)
+            return _sixth(x)
+
+        def second(x): pass
+        def third(x): pass
+        def fourth(x): pass
+        def fifth(x): pass
+        def _sixth(x): pass
+        """)
+    summary = summarize(ast.parse(text), str(tmp_path / "m.py"), text)
+    assert sorted(summary["functions"]["first"]["calls"]) == ["@helpers.run", "@tools.prep", "_sixth", "second", "third"]

@@ -39,6 +39,9 @@ _IMPORT_WORD = re.compile(r"(?<!\w)import(?!\w)")
 # comments, opening brackets (as rules/base.py's GAP). Keyword arguments and `==` match too: the
 # nodes on those lines are then looked at and dropped.
 _GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]*(?![^\r\n])|\()*"
+# The rest of an attribute chain (`.cuda.empty_cache`, dots and names as Python spaces them) and
+# a call or subscript on the same line.
+_CHAIN_CALLED = re.compile(r"(?:{gap}\.{gap}[A-Za-z_]\w*)*[ \t]*[(\[]".format(gap=_GAP.replace("|\\(", "")))
 # Packages whose names the qualified-name questions follow (the roots of every name rules resolve).
 _ROOTS = ("torch", "torchvision", "functorch")
 
@@ -86,6 +89,13 @@ def _assigned_from(calls: Iterable[Tuple[ast.Call, Path]], through: Collection[s
         elif type(parent) in (ast.AnnAssign, ast.NamedExpr) and parent.value is node and type(parent.target) is ast.Name:
             names.add(parent.target.id)
     return names
+
+
+def _through(receiver: ast.AST, methods: Collection[str]) -> ast.AST:
+    """The receiver of a chain of calls of ``methods``: ``x`` for ``x.float().view(3)``."""
+    while type(receiver) is ast.Call and type(receiver.func) is ast.Attribute and receiver.func.attr in methods:
+        receiver = receiver.func.value
+    return receiver
 
 
 def callee_word(call: ast.Call) -> Optional[str]:
@@ -171,7 +181,7 @@ class AstIndex:
     def _lines(self) -> List[int]:
         starts = self._line_starts
         if starts is None:
-            starts = self._line_starts = list(accumulate((len(l) + 1 for l in self.text.split("\n")), initial=0))
+            starts = self._line_starts = list(accumulate(map(_PLUS_ONE, map(len, self.text.split("\n"))), initial=0))
         return starts
 
     def word_lines(self, word: str, call: bool = False, attribute: bool = False) -> List[int]:
@@ -275,7 +285,9 @@ class AstIndex:
     def method_calls(self, *methods: str) -> List[Tuple[ast.Call, Path]]:
         """Calls ``<receiver>.<method>(...)`` of one of ``methods``."""
         found = []
-        for node, parents, _ in self.occurrences(methods):
+        # only the lines where a method word is an attribute called (`to` is a word of most comments)
+        lines = sorted({line for m in methods for line in self.word_lines(m, call=True, attribute=True)})
+        for node, parents, _ in self.occurrences(methods, lines=lines):
             if type(node) is ast.Attribute and type(parents[-1]) is ast.Call and parents[-1].func is node:
                 found.append((parents[-1], parents[:-1]))
         return found
@@ -299,21 +311,27 @@ class AstIndex:
         when one of ``callees`` is imported under another name or rebound. With ``named``, a
         ``name.method(...)`` counts too when the file calls one of ``callees`` anywhere
         (``x = torch.eye(3)`` ... ``x.cuda()``)."""
+        moves = self.method_calls(*methods)
+        if not moves:
+            return False
+        through = set(through)
+        # a callee called and moved at once: yes whatever the names stand for (the answer below
+        # would be yes too), and the occurrences of every callee need not be looked at
+        if any(type(receiver) is ast.Call and callee_word(receiver) in callees
+               for receiver in (_through(call.func.value, through) for call, _ in moves)):
+            return True
         calls = self.calls_of(*callees)
         if calls is not None and not calls:
             return False  # the callees are never called
         wanted = None if calls is None or self._aliased(callees) else set(callees)
-        through = set(through)
         # ``name.method()`` counts when ``name`` is assigned a callee's result (through ``through``
         # methods) somewhere in the file: the rule follows no other binding
         assigned = None if calls is None or not named else _assigned_from(calls, through)
-        for call, _ in self.method_calls(*methods):
+        for call, _ in moves:
             receiver = call.func.value
             if named and type(receiver) is ast.Name and (assigned is None or receiver.id in assigned):
                 return True
-            while (type(receiver) is ast.Call and type(receiver.func) is ast.Attribute
-                   and receiver.func.attr in through):
-                receiver = receiver.func.value
+            receiver = _through(receiver, through)
             if type(receiver) is ast.Call and (wanted is None or callee_word(receiver) in wanted):
                 return True
         return False
@@ -341,8 +359,14 @@ class AstIndex:
         if self._bindings is not None:
             return self._bindings
         found: Dict[str, Set[str]] = {}
+        if "torch" not in self.text and self.text.isascii():  # every root spells it (NFKC aside)
+            self._bindings = found
+            return found
         seen = set()
+        ascii_text = self.text.isascii()
         for line in self.word_lines("import"):
+            if ascii_text and "torch" not in self._logical_line(line):
+                continue  # `from .utils import x`: no root named where the statement's names are
             for node, _ in self.nodes_on(line):
                 kind = type(node)
                 if (kind is not ast.Import and kind is not ast.ImportFrom) or id(node) in seen:
@@ -370,7 +394,7 @@ class AstIndex:
             alternatives = "|".join(re.escape(w) for w in sorted(todo))
             pattern = re.compile(rf"={_GAP}(?:{alternatives})(?!\w)")
             todo = set()
-            for line in self._match_end_lines(pattern):
+            for line in self._match_end_lines(pattern, values_only=True):
                 for node, parents in self.nodes_on(line):
                     if type(node) is not ast.Name or node.id not in found or type(node.ctx) is not ast.Load:
                         continue
@@ -399,13 +423,28 @@ class AstIndex:
         self._bindings = found
         return found
 
-    def _match_end_lines(self, pattern: "re.Pattern[str]") -> List[int]:
+    def _logical_line(self, line: int) -> str:
+        """The text of ``line`` with the lines backslash continuations join to it (an import's
+        module and names sit there, or inside its brackets on the same line as ``import``)."""
+        starts, text = self._lines(), self.text
+        first, last = line, line
+        while first > 1 and text[starts[first - 2]:starts[first - 1]].rstrip("\r\n").endswith("\\"):
+            first -= 1
+        while last < len(starts) - 1 and text[starts[last - 1]:starts[last]].rstrip("\r\n").endswith("\\"):
+            last += 1
+        return text[starts[first - 1]:starts[last]]
+
+    def _match_end_lines(self, pattern: "re.Pattern[str]", values_only: bool = False) -> List[int]:
         """1-based lines where a match of ``pattern`` ends (the name after a multi-line gap), for
-        matches of an ``=`` that is not part of ``==``, ``!=``, ``<=``, ``>=``."""
+        matches of an ``=`` that is not part of ``==``, ``!=``, ``<=``, ``>=``. ``values_only``:
+        not where the name's attribute chain is called or subscripted on the same line
+        (``x = nn.Linear(3, 4)``, most matches): the assigned value is then no name or attribute."""
         starts = self._lines()
         text = self.text
+        called = _CHAIN_CALLED.match
         return sorted({bisect.bisect_right(starts, m.end() - 1) for m in pattern.finditer(text)
-                       if m.start() == 0 or text[m.start() - 1] not in "=!<>"})
+                       if (m.start() == 0 or text[m.start() - 1] not in "=!<>")
+                       and not (values_only and called(text, m.end()))})
 
     def resolves(self, node: ast.AST, wanted: Callable[[str], bool]) -> bool:
         """May the Name/Attribute chain ``node`` resolve to a qualified name ``wanted`` accepts?"""
@@ -485,6 +524,7 @@ class AstIndex:
 
 
 UNKNOWN = object()
+_PLUS_ONE = (1).__add__  # a line's length with its newline
 # `(` after the callee, through a closing bracket of a parenthesised callee: `(torch.load)(f)`
 _CALL_AFTER = re.compile(_GAP.replace("|\\(", "|\\)") + r"\(")
 
