@@ -56,7 +56,7 @@ def test_unchanged_statements_are_reused_and_edits_are_seen():
 @pytest.mark.parametrize(
     "text",
     [
-        "a = 1\r\nb = 2\r\n",  # CRLF: whole parse
+        "a = 1\r\nb = 2\r\n",  # CRLF: cut after the \n of each \r\n
         "def f(:\n    pass\n",  # syntax error: the whole parse raises as usual
         "def f():\n  return 1\n\ndef g():\n    return 2\n",  # chunks disagree on indentation
         "a = 1\x0cb = 2\n",  # a form feed that splitlines() would cut at
@@ -132,3 +132,156 @@ def test_the_editor_path_pauses_the_cyclic_collector(monkeypatch):
     assert seen == [False] and gc.isenabled()
     engine.lint_source(text, "m.py", Settings())
     assert seen == [False, True]
+
+
+# -- CPython's tree in chunks (large files) ----------------------------------------------------------
+
+def _dump(parse, text):
+    import ast
+
+    try:
+        return ast.dump(parse(text), include_attributes=True)
+    except SyntaxError as exc:
+        return ("error", type(exc).__name__, exc.msg, exc.lineno, exc.offset)
+
+
+@pytest.fixture
+def small_ast_chunks(monkeypatch):
+    """Chunks of ~200 characters, so that small texts are cut many times; counts the parses."""
+    import ast
+
+    monkeypatch.setattr(parsing, "AST_CHUNK_CHARS", 200)
+    calls = []
+    real = ast.parse
+    monkeypatch.setattr(parsing.ast, "parse", lambda text, *a, **k: calls.append(len(text)) or real(text, *a, **k))
+    return calls
+
+
+def _joined_sources(paths):
+    text = "".join(p.read_text(encoding="utf-8") for p in paths)
+    return "\n".join(line for line in text.splitlines() if not line.startswith("from __future__")) + "\n"
+
+
+def test_ast_in_chunks_is_the_whole_tree(small_ast_chunks):
+    import ast
+
+    text = _joined_sources(SOURCES)
+    whole = ast.dump(ast.parse(text), include_attributes=True)
+    small_ast_chunks.clear()
+    assert ast.dump(parsing.parse_ast(text), include_attributes=True) == whole
+    assert len(small_ast_chunks) > 100 and max(small_ast_chunks) < len(text) / 10  # really in chunks
+    firsts = [parsing._first_line(stmt) for stmt in ast.parse(text).body]
+    assert parsing.statement_first_lines(text) == firsts
+
+
+# Lines in column 0 that are not statement boundaries: the chunk before such a cut does not
+# parse and grows; clauses are never cut at.
+HOSTILE = [
+    'x = """\nimport os\ndef f():\n"""\n',  # inside a string
+    "x = [\n1,\n2]\n",  # inside brackets
+    "x = 1 + \\\n2\n",  # after a backslash
+    "@dec\n@other(\n1)\ndef f():\n    pass\n",  # decorators
+    "if a:\n    pass\nelif b:\n    pass\nelse:\n    pass\n",  # clauses
+    "try:\n    pass\nexcept E:\n    pass\nfinally:\n    pass\n",
+    "a = 1; b = 2\n# a comment\n\n\x0c\nc = 3\n",  # `;`, comments, a form feed line
+    "class A:\n    x = f'''\n{y}\n'''\n",
+]
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_ast_chunks_never_cut_inside_a_statement(small_ast_chunks, crlf):
+    import ast
+
+    text = "".join(HOSTILE[i % len(HOSTILE)] + f"v{i} = {i}\n" for i in range(200))
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    assert parsing.ast_chunks(text) is not None
+    chunked = _dump(parsing.parse_ast, text)
+    assert isinstance(chunked, str) and chunked == _dump(ast.parse, text)
+
+
+@pytest.mark.parametrize("error", ["def f(:\n    pass\n", "x = (\n", 's = """\n', "    x = 1\n", "else:\n    pass\n"])
+def test_ast_chunks_give_cpythons_error(small_ast_chunks, error):
+    import ast
+
+    text = "x = 1\n" * 100 + error + "y = 2\n" * 100
+    assert parsing.ast_chunks(text) is not None
+    chunked = _dump(parsing.parse_ast, text)
+    assert isinstance(chunked, tuple) and chunked == _dump(ast.parse, text)
+    assert parsing.statement_first_lines(text) is None
+
+
+def test_a_long_string_is_not_parsed_once_per_line(small_ast_chunks):
+    """Every line of the string is a cut candidate: the chunk grows geometrically instead."""
+    import ast
+
+    text = "x = 1\n" * 50 + 's = """\n' + "a line in column 0\n" * 20_000 + '"""\n' + "y = 2\n" * 50
+    expected = _dump(ast.parse, text)
+    small_ast_chunks.clear()
+    assert _dump(parsing.parse_ast, text) == expected
+    assert len(small_ast_chunks) < 40 and sum(small_ast_chunks) < 5 * len(text)
+
+
+def test_lone_cr_and_small_texts_parse_whole():
+    assert parsing.ast_chunks("x = 1\r" * 100_000) is None
+    assert parsing.ast_chunks("x = 1\n" * 10) is None
+
+
+def test_ast_in_chunks_peaks_lower():
+    """The point of it: CPython's parser holds its C tree and tokens next to the Python tree
+    for one chunk at a time, not for the whole file."""
+    import ast
+    import tracemalloc
+
+    text = _joined_sources(sorted((ROOT / "torchlint").rglob("*.py")))
+    assert len(text) > 4 * parsing.AST_CHUNK_CHARS
+    peaks = []
+    for parse in (ast.parse, parsing.parse_ast):
+        tracemalloc.start()
+        tree = parse(text)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        del tree
+    assert peaks[1] < 0.75 * peaks[0]
+
+
+def test_large_file_in_phase_3_never_parses_the_whole_cpython_tree(monkeypatch):
+    """Phase 3 of a run (no CPython tree at hand): the chunked libcst parse and the positions
+    get the statements' first lines chunk by chunk, never from one ast.parse of the file;
+    the findings are those of a whole parse, with \\n or \\r\\n line ends."""
+    import ast
+
+    from torchlint.config import Settings
+    from torchlint.engine import lint_source
+    from torchlint.rules import all_rules
+
+    from torchlint.project import EMPTY_FACTS
+
+    text = _joined_sources(sorted((ROOT / "fixtures").glob("TL*.py")))
+    whole = lint_source(text, "big.py", Settings(), project=EMPTY_FACTS)  # the runner gives facts
+    assert whole
+    monkeypatch.setattr(parsing, "LARGE_FILE_CHARS", 1_000)
+    monkeypatch.setattr(parsing, "AST_CHUNK_CHARS", 2_000)
+    real = ast.parse
+    sizes = []
+    monkeypatch.setattr(parsing.ast, "parse", lambda t, *a, **k: sizes.append(len(t)) or real(t, *a, **k))
+    codes = {r.code for r in all_rules()}
+    assert lint_source(text, "big.py", Settings(), project=EMPTY_FACTS, ast_codes=codes) == whole
+    assert sizes and max(sizes) < len(text) / 4
+    crlf = text.replace("\n", "\r\n")
+    found = lint_source(crlf, "big.py", Settings(), project=EMPTY_FACTS, ast_codes=codes)
+    assert [(d.code, d.location) for d in found] == [
+        (d.code, d.location) for d in whole]
+
+
+def test_two_space_file_joins_without_a_whole_parse(monkeypatch):
+    """A chunk of simple statements has libcst's default indentation, not the file's: it must not
+    send a 2-space file to a second, whole parse."""
+    text = "import os\nx = f(\n    1)\n\ndef f():\n  return 1\n\n\nclass A:\n  def g(self):\n    if x:\n      pass\n"
+    whole = cst.parse_module(text)
+    chunks = []
+    real = cst.parse_module
+    monkeypatch.setattr(parsing.cst, "parse_module", lambda t, *a: chunks.append(t) or real(t, *a))
+    module = IncrementalParser().parse(text)
+    assert module.code == text and module.deep_equals(whole) and module.default_indent == "  "
+    assert text not in chunks and len(chunks) == 4

@@ -26,7 +26,7 @@ from torchlint.context import (
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import refusal, too_large
-from torchlint.parsing import LARGE_FILE_CHARS, IncrementalParser, parse_with_lines
+from torchlint.parsing import LARGE_FILE_CHARS, IncrementalParser, parse_ast, parse_with_lines
 from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
@@ -87,7 +87,7 @@ def _ast_parse(text: str, path: str) -> Tuple[Optional[ast.Module], Optional[Dia
     try:
         with warnings.catch_warnings():  # SyntaxWarnings of the linted code are not ours to print
             warnings.simplefilter("ignore")
-            return ast.parse(text, filename=path), None
+            return parse_ast(text, path), None  # in chunks when large: the same tree, less memory
     except SyntaxError as exc:
         row = exc.lineno or 1
         col = exc.offset or 1
@@ -171,7 +171,7 @@ def lint_source(
                         candidates = [r for r in candidates if r.code in plan.codes]
                 if module is None:
                     cut = None
-                    module, first_lines = parse_with_lines(text)
+                    module, first_lines = parse_with_lines(text, tree)
         except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
             error = syntax_error(text, path, settings)
             if error is None:  # valid Python that libcst cannot read

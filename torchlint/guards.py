@@ -24,7 +24,10 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Callable, Dict, Optional, TypeVar
+
+from torchlint.parsing import parse_ast
 
 T = TypeVar("T")
 
@@ -133,7 +136,7 @@ def _merged(spans):
     return merged
 
 
-_STRUCTURE = re.compile(r"[()\[\]{},;\n]")
+_STRUCTURE = re.compile(r"[()\[\]{},;:\n]|lambda")
 
 
 def nesting_bound(code: str, start: int, end: int) -> int:
@@ -142,22 +145,33 @@ def nesting_bound(code: str, start: int, end: int) -> int:
     and commas (semicolons, line breaks outside brackets) separate siblings: a segment between
     them nests at most its own characters plus its deepest bracket group, a group one more than
     its deepest segment. A long flat list or dict is then as shallow as its longest element.
-    Not where ``lambda`` appears: its body nests under parameters that commas separate."""
-    if code.find("lambda", start, end) >= 0:
-        return end - start
+    A ``lambda``'s parameters are not siblings of what follows them (its body nests under the
+    lambda): no comma splits a segment between a ``lambda`` and its ``:`` at the same level (the
+    first one there: parameters hold colons only inside brackets or nested lambdas)."""
     # a frame per open bracket: [open offset, segment start, characters of child groups in the
-    # segment, deepest child group in the segment, deepest segment so far]
-    frames = [[start - 1, start, 0, 0, 0]]
+    # segment, deepest child group in the segment, deepest segment so far, lambdas whose ':'
+    # is still to come]
+    frames = [[start - 1, start, 0, 0, 0, 0]]
     for match in _STRUCTURE.finditer(code, start, end):
         char, pos = match.group(), match.start()
         frame = frames[-1]
+        if char == "lambda":  # also inside a longer name: only fewer splits, still a bound
+            frame[5] += 1
+            continue
+        if char == ":":
+            if frame[5]:
+                frame[5] -= 1
+            continue
         if char in "([{":
-            frames.append([pos, pos + 1, 0, 0, 0])
+            frames.append([pos, pos + 1, 0, 0, 0, 0])
             continue
         if char in "\n;" and len(frames) > 1:  # inside brackets: a space / a syntax error
             continue
         if char in ")]}" and len(frames) == 1:
             continue  # a stray closing bracket (a syntax error): ignored
+        if char == "," and frame[5]:
+            continue  # between a lambda and its ':'
+        frame[5] = 0  # a statement or bracket group ends here: so does any lambda in it
         segment = pos - frame[1] - frame[2] + frame[3]
         if segment > frame[4]:
             frame[4] = segment
@@ -176,6 +190,36 @@ def nesting_bound(code: str, start: int, end: int) -> int:
         parent = frames[-1]
         parent[2] += end - frame[0] - 1
         parent[3] = max(parent[3], frame[4] + 1)
+
+
+# A line that starts a top-level statement, in text whose strings are "s" and comments "#":
+# column 0, not blank, not a comment, not a clause of the statement before it.
+_TOP_START = re.compile(r"^(?!(?:else|elif|except|finally)\b)[^\s#]", re.MULTILINE)
+
+
+def longest_elif_run(text: str) -> int:
+    """An upper bound on the length of any ``elif`` chain (libcst nests each branch in the one
+    before): the most ``elif``s in one top-level statement. Counting them in the whole file
+    would send every large file with many short chains to ``_closer_look`` (a second parse of
+    CPython's tree and a walk of it). A top-level statement ends where a line starts in column
+    0 outside strings and brackets and after no backslash, unless it is a clause."""
+    code = _HIDDEN.sub(lambda m: "#" if m.group().startswith("#") else "s", text)
+    if "\r" in code:
+        code = code.replace("\r\n", "\n").replace("\r", "\n")
+    if "\\" in code:
+        code = _CONTINUATION.sub(" ", code)
+    most = depth = 0
+    start = last = 0  # where the current top-level statement starts; offset depth counts to
+    count = code.count
+    for match in _TOP_START.finditer(code):
+        pos = match.start()
+        depth += sum(map(count, "([{", repeat(last), repeat(pos))) - sum(map(count, ")]}", repeat(last), repeat(pos)))
+        last = pos
+        if depth <= 0:  # a stray closing bracket is a syntax error: counted as depth 0
+            depth = 0
+            most = max(most, count("elif", start, pos))
+            start = pos
+    return max(most, count("elif", start))
 
 
 def too_large(text: str, shape: Optional[Shape] = None) -> Optional[Refusal]:
@@ -198,7 +242,7 @@ def refusal(text: str) -> Optional[Refusal]:
         shape.bracket_depth <= MAX_BRACKET_DEPTH
         and shape.nesting <= MAX_DEPTH
         and shape.longest_line <= MAX_STATEMENT_CODE
-        and text.count("elif") <= MANY_ELIFS
+        and (text.count("elif") <= MANY_ELIFS or longest_elif_run(text) <= MANY_ELIFS)
     ):
         return None
     return _closer_look(text, shape)
@@ -209,7 +253,7 @@ def _closer_look(text: str, shape: Shape) -> Optional[Refusal]:
     try:
         with warnings.catch_warnings():  # SyntaxWarnings of the linted code are not ours to print
             warnings.simplefilter("ignore")
-            tree = ast.parse(text)
+            tree = parse_ast(text)  # in chunks when large: the same tree and errors, less memory
     except SyntaxError as exc:
         return Refusal("TL001", f"SyntaxError: {exc.msg or 'invalid syntax'}", exc.lineno or 1, max(exc.offset or 1, 1))
     except (RecursionError, MemoryError):  # CPython's parser or ast builder ran out of depth

@@ -12,8 +12,11 @@ back to parsing the whole text.
 from __future__ import annotations
 
 import ast
+import bisect
+import re
+import warnings
 from collections import OrderedDict
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import libcst as cst
 
@@ -25,8 +28,110 @@ CACHE_CHARS = 2_000_000
 
 
 # Above this size a file is parsed one top-level statement at a time: libcst's parser holds
-# ~170 bytes per character at its peak (a 2.6M-character file: 450 MB), the joined tree ~22.
+# ~170-270 bytes per character at its peak (a 2.6M-character file: 450 MB), the joined tree ~30.
 LARGE_FILE_CHARS = 400_000
+
+
+# Above this size CPython's parser too works on groups of top-level statements of about this
+# many characters: ``ast.parse`` holds ~90 bytes per character at its peak (its C tree, the
+# tokens and the Python tree at once), the Python tree alone ~40.
+AST_CHUNK_CHARS = 100_000
+
+
+def parse_ast(text: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse(text, filename)``: the same tree, the same errors; a large text is parsed in
+    chunks (``ast_chunks``) and their statements joined, so that the parser's own peak memory
+    is that of one chunk, not of the whole file, next to the tree."""
+    body: List[ast.stmt] = []
+    chunks = ast_chunks(text, filename)
+    if chunks is not None:
+        try:
+            for tree in chunks:
+                body.extend(tree.body)
+        except _Unsplittable:
+            body = []
+        else:
+            return ast.Module(body=body, type_ignores=[])
+    return ast.parse(text, filename=filename)
+
+
+def statement_first_lines(text: str) -> Optional[List[int]]:
+    """The first line (decorators included) of each top-level statement of ``text``, as in
+    CPython's tree, without ever holding the whole tree; None for text CPython rejects."""
+    chunks = ast_chunks(text)
+    try:
+        if chunks is not None:
+            return [_first_line(stmt) for tree in chunks for stmt in tree.body]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+        return [_first_line(stmt) for stmt in tree.body]
+    except (_Unsplittable, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _lone_cr(text: str) -> bool:
+    """A ``\\r`` not followed by ``\\n``: a line end for CPython that ``\\n`` counts miss."""
+    return "\r" in text and text.count("\r") != text.count("\r\n")
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", None)
+    return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
+
+
+class _Unsplittable(Exception):
+    """No cut of the text parses: it is not valid Python (``ast.parse`` of the whole says why)."""
+
+
+# Where a top-level statement may begin: a line starting in column 0 with neither a blank, a
+# comment, a closing bracket nor a clause that continues the statement before it.
+_CUT = re.compile(r"^(?![\s#)\]}\\]|(?:else|elif|except|finally)\b)", re.MULTILINE)
+
+
+def ast_chunks(text: str, filename: str = "<unknown>") -> Optional[Iterator[ast.Module]]:
+    """CPython's trees of consecutive chunks of whole top-level statements of ``text``, each of
+    about ``AST_CHUNK_CHARS`` characters, with the line numbers of ``text`` (each chunk is
+    parsed after as many empty lines as come before it); None where the text is small or its
+    line ends are not all ``\\n`` or ``\\r\\n``. Raises ``_Unsplittable`` where no cut parses.
+
+    A cut is a line that starts in column 0 (``_CUT``). Where it is not a statement boundary of
+    the whole text, it lies inside a string or brackets, after a backslash or a decorator, or
+    before an ``else``-like clause: the chunk before it does not parse (the clauses are never
+    cut at). A chunk that does not parse is extended to the next cut at least twice as far, so
+    a cut inside a long string costs a few parses of the chunk, never one per line in it."""
+    size = len(text)
+    if size < 2 * AST_CHUNK_CHARS:
+        return None
+    if _lone_cr(text):
+        return None  # a line end for CPython, not for the cut finder
+    return _chunk_trees(text, filename)
+
+
+def _chunk_trees(text: str, filename: str) -> Iterator[ast.Module]:
+    size = len(text)
+    cuts = [m.start() for m in _CUT.finditer(text, AST_CHUNK_CHARS // 2)]
+    start, row = 0, 1
+    with warnings.catch_warnings():  # SyntaxWarnings of the parsed code are not ours to print
+        warnings.simplefilter("ignore")
+        while start < size:
+            want = start + AST_CHUNK_CHARS
+            while True:
+                i = bisect.bisect_left(cuts, want)
+                end = cuts[i] if i < len(cuts) else size
+                if size - end < AST_CHUNK_CHARS // 2:
+                    end = size  # no small last chunk
+                try:
+                    tree = ast.parse("\n" * (row - 1) + text[start:end], filename=filename)
+                    break
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    if end == size:
+                        raise _Unsplittable() from None
+                    want = start + 2 * (end - start)
+            yield tree
+            del tree
+            row += text.count("\n", start, end)
+            start = end
 
 
 def parse(text: str) -> cst.Module:
@@ -35,13 +140,14 @@ def parse(text: str) -> cst.Module:
     return parse_with_lines(text)[0]
 
 
-def parse_with_lines(text: str) -> Tuple[cst.Module, Optional[List[int]]]:
+def parse_with_lines(text: str, tree: Optional[ast.Module] = None) -> Tuple[cst.Module, Optional[List[int]]]:
     """``parse``, and for a large file the first line of each top-level statement of CPython's
     tree (decorators included), which ``positions.Positions`` needs: CPython's tree of a 60k-line
-    file takes ~100 MB, and is not kept alive next to libcst's for that."""
+    file takes ~100 MB, and is not kept alive next to libcst's for that (``tree``: the caller's,
+    when it has one; else the lines are found chunk by chunk, see ``statement_first_lines``)."""
     if len(text) >= LARGE_FILE_CHARS:
         parser = IncrementalParser(max_chars=0)
-        module = parser.parse(text)
+        module = parser.parse(text, tree)
         return module, parser.first_lines
     return cst.parse_module(text), None
 
@@ -57,7 +163,7 @@ class IncrementalParser:
     def parse(self, text: str, tree: Optional[ast.Module] = None) -> cst.Module:
         """``tree``: CPython's tree of ``text`` when the caller has it (saves parsing it again)."""
         self.first_lines = None
-        if len(text) < MIN_INCREMENTAL_CHARS or "\r" in text:
+        if len(text) < MIN_INCREMENTAL_CHARS or _lone_cr(text):
             return cst.parse_module(text)
         firsts: List[int] = []
         chunks = _split(text, tree, firsts)
@@ -86,36 +192,38 @@ class IncrementalParser:
 
 def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[int]] = None) -> Optional[List[str]]:
     """The text cut at the first line of each top-level statement (decorators included);
-    ``firsts`` receives those lines, one per statement of CPython's tree."""
-    if tree is None:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-    starts: List[int] = []
-    for stmt in tree.body:
-        first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
-        if firsts is not None:
-            firsts.append(first)
-        if not starts or first > starts[-1]:  # statements after `;` stay with their line
-            starts.append(first)
-    if not starts:
+    ``firsts`` receives those lines, one per statement of CPython's tree (``tree`` when the
+    caller has it; else found chunk by chunk, never holding CPython's whole tree)."""
+    lines = [_first_line(stmt) for stmt in tree.body] if tree is not None else statement_first_lines(text)
+    if not lines:
         return None
-    lines = text.splitlines(keepends=True)
-    if len(lines) != text.count("\n") + (0 if text.endswith("\n") else 1):
-        return None  # form feeds or other characters that splitlines() treats as line ends
-    bounds = [0] + [s - 1 for s in starts[1:]] + [len(lines)]
-    return ["".join(lines[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+    if firsts is not None:
+        firsts.extend(lines)
+    # where each cut line starts: after the (line - 1)th "\n", as CPython counts lines (a form
+    # feed or another character that splitlines() cuts at does not end a line)
+    bounds, row, offset = [0], 1, 0
+    for line in lines[1:]:
+        while row < line:
+            offset = text.index("\n", offset) + 1
+            row += 1
+        if offset > bounds[-1]:  # statements after `;` stay with their line
+            bounds.append(offset)
+    bounds.append(len(text))
+    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def _join(modules: List[cst.Module]) -> Optional[cst.Module]:
     """One Module from consecutive chunk modules; None if they cannot be joined faithfully."""
     first = modules[0]
+    # A chunk without compound statements has no indented block: its default indentation is
+    # libcst's default, not the file's (a 2-space file starting with imports).
+    indent = next((m.default_indent for m in modules if _has_blocks(m)), first.default_indent)
     body: List[cst.BaseStatement] = list(first.body)
     carried = list(first.footer)  # comment lines after a chunk's last statement
-    for module in modules[1:]:
-        if module.default_indent != first.default_indent or module.default_newline != first.default_newline:
+    for module in modules:
+        if (module.default_indent != indent and _has_blocks(module)) or module.default_newline != first.default_newline:
             return None  # blocks with indent=None would print with the wrong indentation
+    for module in modules[1:]:
         if not module.body:
             carried += list(module.header) + list(module.footer)
             continue
@@ -126,4 +234,10 @@ def _join(modules: List[cst.Module]) -> Optional[cst.Module]:
         body.extend(stmts)
         carried = list(module.footer)
     last = modules[-1]
-    return first.with_changes(body=body, footer=carried, has_trailing_newline=last.has_trailing_newline)
+    return first.with_changes(body=body, footer=carried, has_trailing_newline=last.has_trailing_newline,
+                              default_indent=indent)
+
+
+def _has_blocks(module: cst.Module) -> bool:
+    """Whether some statement of ``module`` may hold an indented block (simple ones cannot)."""
+    return not all(isinstance(stmt, cst.SimpleStatementLine) for stmt in module.body)
