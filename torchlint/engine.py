@@ -282,13 +282,15 @@ def first_pass(text: str, path: str, settings):
     if kept:
         plan = statement_plan(text, path, settings, kept, tree) if tree is not None and len(text) < LARGE_FILE_CHARS else None
         return summary, None, True, kept_rules(plan.codes if plan is not None else (r.code for r in kept), plan)
-    rules = [r for r in all_rules() if r.code in codes and r.uses_project]
-    with_project = tree is not None and bool(candidate_rules(text, path, settings, codes, rules, True, _ANY_FACTS))
+    # Every ast question above answered no (or no rule passed its text prefilter), so the index's
+    # facts could only bring in a rule through its project prefilter: that alone is asked here
+    # (asking ``candidate_rules`` again re-ran every text prefilter and ast question).
+    version, test_module = settings.target_torch_version, is_test_module(path, text)
+    with_project = tree is not None and any(
+        r.may_fire_in_project(text) for r in all_rules()
+        if r.code in codes and r.uses_project and r.applies_to(version) and not (test_module and r.skip_in_tests))
     diagnostics = [error] if error is not None and error.code in codes else []
     return summary, sorted(filter_suppressed(text, diagnostics, path, codes), key=Diagnostic.sort_key), with_project, None
-
-
-_ANY_FACTS = FileFacts(per_step={"": ("train", "")})  # stands for "the index has facts here"
 
 
 def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]],
