@@ -448,6 +448,9 @@ def _has_torchlint_table(path: Path) -> bool:
     return "tool.torchlint" in text
 
 
+_FILE_SUFFIXES = (".py", ".pyi", ".ipynb")
+
+
 class SettingsResolver:
     """Finds the settings for each file: nearest config above it, cached per folder."""
 
@@ -544,8 +547,12 @@ class SettingsResolver:
     def for_path(self, path: str) -> Settings:
         if self.fixed is not None:
             return self.fixed
-        # the folder as given, made absolute, is resolved once (a tree has few folders, many files)
-        folder = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+        # the folder as given, made absolute, is resolved once (a tree has few folders, many files);
+        # a name with a Python suffix is taken for a file without a stat (a warm run asks per file)
+        if path.endswith(_FILE_SUFFIXES) or not os.path.isdir(path):
+            folder = os.path.abspath(os.path.dirname(path) or ".")
+        else:
+            folder = os.path.abspath(path)
         settings = self._by_folder.get(folder)
         if settings is None:
             try:
