@@ -22,7 +22,10 @@ questions.
 from __future__ import annotations
 
 import ast
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple, Type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.rules.base import Rule
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # Cut only when the bodies left out are at least this many lines (and this share of the file):
@@ -62,13 +65,15 @@ def _first_line(stmt: ast.stmt) -> int:
     return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
 
 
-def plan(tree: ast.Module, text: str, rules: Sequence[type], index) -> Optional[Plan]:
+def _end(stmt: ast.stmt) -> int:
+    return stmt.end_lineno or stmt.lineno
+
+
+def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> Optional[Plan]:
     """Which top-level definitions libcst must parse for ``rules`` (the file's candidate rules),
     or None: parse the whole file. ``index``: the ``AstIndex`` of ``tree``. The plan runs only
     the rules whose question says yes for the whole file (the engine's prefilter stops asking at
     the first yes); any of them not ``statement_local`` means no plan."""
-    if not rules or any(r.ast_candidate is None for r in rules):
-        return None
     body = tree.body
     if len(body) < 2 or "\r" in text or "\f" in text or "\v" in text:
         return None  # line ends a line table of "\n" would get wrong
@@ -76,7 +81,7 @@ def plan(tree: ast.Module, text: str, rules: Sequence[type], index) -> Optional[
     base = [s for s in body if not isinstance(s, _DEFINITIONS)]
     groups: List[List[ast.stmt]] = []
     for stmt in body:  # statements after `;` stay with their line
-        if groups and _first_line(stmt) <= groups[-1][-1].end_lineno:
+        if groups and _first_line(stmt) <= _end(groups[-1][-1]):
             groups[-1].append(stmt)
         else:
             groups.append([stmt])
@@ -87,25 +92,33 @@ def plan(tree: ast.Module, text: str, rules: Sequence[type], index) -> Optional[
         stmt = group[0]
         if len(group) == 1 and isinstance(stmt, _DEFINITIONS) and stmt.body:
             header = _first_line(stmt.body[0]) - 1
-            if header >= stmt.lineno and stmt.end_lineno - header > 1:
+            if header >= stmt.lineno and _end(stmt) - header > 1:
                 candidates.append((i, header))
-    if sum(groups[i][0].end_lineno - header for i, header in candidates) < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
+    if sum(_end(groups[i][0]) - header for i, header in candidates) < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
         return None
-    rules = [rule for rule in rules if rule.ast_candidate(index)]
-    if not rules or any(not rule.statement_local for rule in rules):
+    questions = []  # (rule, its question) for the rules whose question says yes for the file
+    for rule in rules:
+        question = rule.ast_candidate
+        if question is None:
+            return None
+        if question(index):
+            if not rule.statement_local:
+                return None
+            questions.append((rule, question))
+    if not questions:
         return None
     stubs = {}
     for i, header in candidates:
         restricted = index.restricted(base + [groups[i][0]])
-        if not any(rule.ast_candidate(restricted) for rule in rules):
+        if not any(question(restricted) for _, question in questions):
             stubs[i] = header
-    cut = sum(groups[i][0].end_lineno - header for i, header in stubs.items())
+    cut = sum(_end(groups[i][0]) - header for i, header in stubs.items())
     if not stubs or cut < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
         return None
     pieces = tuple(Piece(first, (firsts[i + 1] - 1) if i + 1 < len(groups) else total, stubs.get(i, 0),
-                         groups[i][-1].end_lineno) for i, first in enumerate(firsts))
+                         _end(groups[i][-1])) for i, first in enumerate(firsts))
     first_lines = tuple(_first_line(stmt) for group in groups for stmt in group)
-    return Plan(pieces, first_lines, len(text), frozenset(rule.code for rule in rules))
+    return Plan(pieces, first_lines, len(text), frozenset(rule.code for rule, _ in questions))
 
 
 def partial_text(text: str, plan: Plan) -> Optional[str]:

@@ -170,10 +170,11 @@ class Positions:
         not a stub in turn; ``PartialMismatch`` when it is in a stub or cannot be placed."""
         from torchlint.partial import PartialMismatch
 
+        stubs = self.stubs or frozenset()
         order = [top] if top is not None else []
         order += [stmt for stmt in self.module.body if stmt is not top]
         for stmt in order:
-            if id(stmt) in self.stubs:
+            if id(stmt) in stubs:
                 continue
             if not self._statement(stmt):
                 break

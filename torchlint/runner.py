@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.source import (
@@ -300,7 +300,7 @@ def lint_paths(
     if known is not None and cache is not None and any(
             cache.summary_digest(path) != known.digests.get(os.path.abspath(path), "") for path in known.changed):
         known = None  # a changed summary may change any file's facts: the whole index is built
-        redone, rest = set(first_todo), []
+        redone, rest = set(first_todo), []  # type: Set[str], List[str]
         for path in files:
             if path not in redone and path not in summaries:
                 _cached_summary(cache, path, summaries, stats, rest)
