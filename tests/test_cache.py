@@ -268,8 +268,12 @@ def test_one_touched_file_whose_summary_is_unchanged_keeps_the_project_facts(pro
         write(project / "train.py", text, mtime)
         return findings(capsys, "--select", "TL201")
 
+    summaries_index = next(p for p in (project / ".torchlint_cache").rglob("*.json")
+                           if p.parent.name == "summaries" and not p.name.endswith(".project.json"))
+    written = summaries_index.stat().st_mtime_ns
     assert edit(LOOP + "# a comment\n", OLD + 1) == expected
     assert built == [] and first == ["train.py"]
+    assert summaries_index.stat().st_mtime_ns == written  # the facts stand: no summary rewritten
     assert edit(LOOP.replace("model(x.cuda())", "model(x.cuda(non_blocking=True))"), OLD + 2) == expected
     assert built == [] and first == ["train.py"]
     assert edit(LOOP.replace("        acc = accuracy(out, y)\n", ""), OLD + 3) == []  # no longer per step

@@ -240,6 +240,7 @@ class ProjectSnapshot(NamedTuple):
     stats: Dict[str, os.stat_result]  # path as given -> its stat now
     digests: Dict[str, str]  # abspath -> its summary's hash when the snapshot was taken
     changed: List[str]  # paths whose summaries must be made again
+    resized: frozenset = frozenset()  # those of ``changed`` whose size differs: edited for sure
 
 
 class Cache:
@@ -250,6 +251,7 @@ class Cache:
         self.directory = directory
         self._indexes: Dict[str, Index] = {}
         self._summary_digests: Dict[str, str] = {}  # abspath -> hash of its compact summary JSON
+        self._pending_summaries: List[tuple] = []  # see store_summary(persist=False)
 
     def _index(self, settings) -> Index:
         key = hashlib.blake2b(f"{code_signature()}:{settings.fingerprint}".encode(), digest_size=12).hexdigest()
@@ -336,9 +338,12 @@ class Cache:
         return None, st
 
     def store_summary(self, path: str, st: Optional[os.stat_result], digest: Optional[str],
-                      summary: Optional[dict]) -> None:
+                      summary: Optional[dict], persist: bool = True) -> None:
         """Remember ``path``'s summary (when it has a stat and a digest: else only its
-        ``summary_digest`` for this run's project snapshot)."""
+        ``summary_digest`` for this run's project snapshot). ``persist=False``: kept aside
+        until ``persist_summaries`` (a run whose stored project facts stand needs no summary
+        written: the snapshot it stores covers the file, and writing means re-encoding every
+        summary of the project)."""
         # kept as one JSON string: its checksum hashes a string, not a nested structure, and an
         # unchanged entry is written back without being encoded again
         if summary is not None:
@@ -347,7 +352,16 @@ class Cache:
             text = json.dumps(compact_summary(summary), separators=(",", ":"))
             self._summary_digests[os.path.abspath(path)] = content_hash(text.encode("utf-8"))
             if st is not None and digest is not None:
-                self._store_entry(self._summaries(), path, st, f"{digest}+", [text])
+                if persist:
+                    self._store_entry(self._summaries(), path, st, f"{digest}+", [text])
+                else:
+                    self._pending_summaries.append((path, st, f"{digest}+", [text]))
+
+    def persist_summaries(self) -> None:
+        """Store the summaries ``store_summary(..., persist=False)`` kept aside."""
+        for path, st, digest, payload in self._pending_summaries:
+            self._store_entry(self._summaries(), path, st, digest, payload)
+        self._pending_summaries.clear()
 
     def summary_digest(self, path: str) -> str:
         """The hash of ``path``'s summary as this run last looked it up or stored it ("" for a
@@ -379,6 +393,7 @@ class Cache:
                 return None
             stats: Dict[str, os.stat_result] = {}
             changed: List[str] = []
+            resized: List[str] = []
             digests: Dict[str, str] = {}
             for file in files:
                 key = os.path.abspath(file)
@@ -389,9 +404,11 @@ class Cache:
                 digests[key] = row[2]
                 if st.st_size != row[0] or st.st_mtime_ns != row[1] or row[3] or _is_racy(st.st_mtime_ns):
                     changed.append(file)
+                    if st.st_size != row[0]:
+                        resized.append(file)
                 elif row[2]:  # stands for this run's summary (a changed file's is made again)
                     self._summary_digests[key] = row[2]
-            return ProjectSnapshot(facts, stats, digests, changed)
+            return ProjectSnapshot(facts, stats, digests, changed, frozenset(resized))
         except (UnreadableFile, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return None
 

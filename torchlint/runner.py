@@ -264,7 +264,11 @@ def lint_paths(
         else:
             stats.update(known.stats)
             for path in known.changed:  # a touch without an edit still finds its summary cached
-                _cached_summary(cache, path, summaries, stats, first_todo)
+                if path in known.resized:  # edited: no summary to find (and none loaded)
+                    if not is_notebook_path(path):
+                        first_todo.append(path)
+                else:
+                    _cached_summary(cache, path, summaries, stats, first_todo)
     for path in files:
         settings = resolver.for_path(path)
         index = settings_ids.get(id(settings))
@@ -289,8 +293,8 @@ def lint_paths(
                 continue
             if summary is not None:
                 summaries[path] = summary
-                if cache is not None:
-                    cache.store_summary(path, stats.get(path), digest, summary)
+                if cache is not None:  # written only if the index is built (see below)
+                    cache.store_summary(path, stats.get(path), digest, summary, persist=known is None)
             if findings is not None:
                 finished[path] = (digest, findings, with_project)
             elif kept is not None:
@@ -300,6 +304,7 @@ def lint_paths(
     if known is not None and cache is not None and any(
             cache.summary_digest(path) != known.digests.get(os.path.abspath(path), "") for path in known.changed):
         known = None  # a changed summary may change any file's facts: the whole index is built
+        cache.persist_summaries()
         redone, rest = set(first_todo), []  # type: Set[str], List[str]
         for path in files:
             if path not in redone and path not in summaries:
