@@ -170,7 +170,7 @@ def test_ast_in_chunks_is_the_whole_tree(small_ast_chunks):
     small_ast_chunks.clear()
     assert ast.dump(parsing.parse_ast(text), include_attributes=True) == whole
     assert len(small_ast_chunks) > 100 and max(small_ast_chunks) < len(text) / 10  # really in chunks
-    firsts = [parsing._first_line(stmt) for stmt in ast.parse(text).body]
+    firsts = [parsing.statement_first_line(stmt) for stmt in ast.parse(text).body]
     assert parsing.statement_first_lines(text) == firsts
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import torchlint.engine as engine
 import torchlint.partial as partial
+from torchlint.astindex import statement_first_line
 from torchlint.config import Settings
 from torchlint.partial import Piece, Plan, kept_rules, partial_text
 
@@ -82,7 +83,7 @@ def test_partial_text_keeps_headers_and_the_lines_between_statements():
         Piece(5, 13, 8, 10),  # the decorated helper: its header is lines 5-8
         Piece(14, 18, 0, 18), Piece(19, 19, 0, 19), Piece(20, 21, 0, 20),
     )
-    plan = Plan(pieces, tuple(partial._first_line(s) for s in tree.body), len(SOURCE))
+    plan = Plan(pieces, tuple(statement_first_line(s) for s in tree.body), len(SOURCE))
     cut = partial_text(SOURCE, plan)
     assert cut == SOURCE.replace('    """A docstring."""\n    return x + 1\n', "    ...\n")
     assert partial_text(SOURCE + " ", plan) is None  # made for another text

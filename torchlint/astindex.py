@@ -567,7 +567,8 @@ def literal(node: Optional[ast.AST]):
     return node.value if type(node) is ast.Constant else UNKNOWN
 
 
-def _first_line(stmt: ast.stmt) -> int:
+def statement_first_line(stmt: ast.stmt) -> int:
+    """The first line of a statement of CPython's tree, its decorators included."""
     decorators = getattr(stmt, "decorator_list", None)
     if decorators:
         return min(stmt.lineno, min(d.lineno for d in decorators))
@@ -583,7 +584,7 @@ def _child_ranges(node: ast.AST) -> list:
         value = getattr(node, field, None)
         if type(value) is list:
             if field in _STATEMENT_LISTS and len(value) > 8 and isinstance(value[0], ast.stmt):
-                kids.append((None, [_first_line(s) for s in value], value))
+                kids.append((None, [statement_first_line(s) for s in value], value))
                 continue
             for child in value:
                 if isinstance(child, ast.AST):

@@ -20,6 +20,8 @@ from typing import Iterator, List, Optional, Tuple
 
 import libcst as cst
 
+from torchlint.astindex import statement_first_line
+
 # Below this size a whole parse is cheap enough and chunking is not worth its bookkeeping.
 MIN_INCREMENTAL_CHARS = 8_000
 # Cached chunk text, in characters, across all buffers: a few large files. A libcst tree takes
@@ -61,11 +63,11 @@ def statement_first_lines(text: str) -> Optional[List[int]]:
     chunks = ast_chunks(text)
     try:
         if chunks is not None:
-            return [_first_line(stmt) for tree in chunks for stmt in tree.body]
+            return [statement_first_line(stmt) for tree in chunks for stmt in tree.body]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(text)
-        return [_first_line(stmt) for stmt in tree.body]
+        return [statement_first_line(stmt) for stmt in tree.body]
     except (_Unsplittable, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -73,11 +75,6 @@ def statement_first_lines(text: str) -> Optional[List[int]]:
 def _lone_cr(text: str) -> bool:
     """A ``\\r`` not followed by ``\\n``: a line end for CPython that ``\\n`` counts miss."""
     return "\r" in text and text.count("\r") != text.count("\r\n")
-
-
-def _first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None)
-    return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
 
 
 class _Unsplittable(Exception):
@@ -194,7 +191,7 @@ def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[i
     """The text cut at the first line of each top-level statement (decorators included);
     ``firsts`` receives those lines, one per statement of CPython's tree (``tree`` when the
     caller has it; else found chunk by chunk, never holding CPython's whole tree)."""
-    lines = [_first_line(stmt) for stmt in tree.body] if tree is not None else statement_first_lines(text)
+    lines = [statement_first_line(stmt) for stmt in tree.body] if tree is not None else statement_first_lines(text)
     if not lines:
         return None
     if firsts is not None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple, Type
 
+from torchlint.astindex import statement_first_line
+
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.rules.base import Rule
 
@@ -60,11 +62,6 @@ class Plan(NamedTuple):
     codes: frozenset = frozenset()
 
 
-def _first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None)
-    return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
-
-
 def _end(stmt: ast.stmt) -> int:
     return stmt.end_lineno or stmt.lineno
 
@@ -81,17 +78,17 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
     base = [s for s in body if not isinstance(s, _DEFINITIONS)]
     groups: List[List[ast.stmt]] = []
     for stmt in body:  # statements after `;` stay with their line
-        if groups and _first_line(stmt) <= _end(groups[-1][-1]):
+        if groups and statement_first_line(stmt) <= _end(groups[-1][-1]):
             groups[-1].append(stmt)
         else:
             groups.append([stmt])
-    firsts = [_first_line(g[0]) for g in groups]
+    firsts = [statement_first_line(g[0]) for g in groups]
     # Whole-definition cuts first (cheap), the questions only where a cut pays
     candidates = []
     for i, group in enumerate(groups):
         stmt = group[0]
         if len(group) == 1 and isinstance(stmt, _DEFINITIONS) and stmt.body:
-            header = _first_line(stmt.body[0]) - 1
+            header = statement_first_line(stmt.body[0]) - 1
             if header >= stmt.lineno and _end(stmt) - header > 1:
                 candidates.append((i, header))
     if sum(_end(groups[i][0]) - header for i, header in candidates) < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
@@ -117,7 +114,7 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
         return None
     pieces = tuple(Piece(first, (firsts[i + 1] - 1) if i + 1 < len(groups) else total, stubs.get(i, 0),
                          _end(groups[i][-1])) for i, first in enumerate(firsts))
-    first_lines = tuple(_first_line(stmt) for group in groups for stmt in group)
+    first_lines = tuple(statement_first_line(stmt) for group in groups for stmt in group)
     return Plan(pieces, first_lines, len(text), frozenset(rule.code for rule, _ in questions))
 
 

@@ -25,6 +25,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # the hook libcst's own providers use
 
+from torchlint.astindex import statement_first_line
 from torchlint.guards import deep_call
 
 Span = Tuple[int, int]
@@ -118,11 +119,6 @@ def _leading_line_count(stmt: cst.CSTNode) -> int:
     if decorators:
         count += len(decorators[0].leading_lines)
     return count
-
-
-def _ast_first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None)
-    return min([stmt.lineno] + [d.lineno for d in decorators]) if decorators else stmt.lineno
 
 
 class Positions:
@@ -228,7 +224,7 @@ class Positions:
                     tree = ast.parse(self.text)
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     return None
-            firsts = [_ast_first_line(stmt) for stmt in tree.body]
+            firsts = [statement_first_line(stmt) for stmt in tree.body]
         j, starts = 0, []
         line_starts = self.locator.line_starts
         for stmt in self.module.body:
