@@ -134,7 +134,7 @@ def lint_source(
         return collector_paused(lint_source, text, path, settings, rules=rules, prefilter=prefilter,
                                 incremental=True, project=project, ast_codes=ast_codes)
     codes = settings.codes_for_path(path)
-    tree = None
+    tree = index = None
     if ast_codes is not None:  # phase 1 ran every prefilter on this same text: not again
         candidates = [r for r in (rules or all_rules()) if r.code in ast_codes and r.code in codes]
     else:
@@ -144,7 +144,8 @@ def lint_source(
             # incremental parser, the single-file project facts and the positions reuse it
             tree = _ast_parse(text, path)[0]
             if tree is not None:
-                candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree)
+                index = AstIndex(tree, text, settings.target_torch_version)
+                candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree, index)
     diagnostics: List[Diagnostic] = []
     if not candidates:
         error = syntax_error(text, path, settings) if "TL001" in codes else None
@@ -162,8 +163,8 @@ def lint_source(
             else:
                 if ast_codes is not None:  # phase 1 made the plan for these rules (or found none)
                     plan = plan or getattr(ast_codes, "plan", None)
-                elif plan is None and prefilter and len(text) < LARGE_FILE_CHARS:
-                    plan = statement_plan(text, path, settings, candidates, tree)
+                elif plan is None and prefilter:
+                    plan = statement_plan(text, path, settings, candidates, tree, index)
                 cut = partial_text(text, plan) if plan is not None else None
                 if cut is not None:
                     module, first_lines = _parse_cut(cut, plan)
@@ -198,16 +199,20 @@ def lint_source(
 
 
 def statement_plan(text: str, path: str, settings, rules: Sequence[Type[Rule]],
-                   tree: Optional[ast.Module] = None) -> Optional[Plan]:
+                   tree: Optional[ast.Module] = None, index: Optional[AstIndex] = None) -> Optional[Plan]:
     """Which top-level definitions libcst must parse for ``rules`` (``partial.py``), or None:
-    the whole file. Parses CPython's tree when not given."""
-    if not rules or any(r.ast_candidate is None for r in rules):
+    the whole file (also for a file the parser takes in chunks for its memory). Parses
+    CPython's tree when not given; ``index``: the ``AstIndex`` of ``tree`` when the caller has
+    one (the prefilter's: the answers it found are cached there)."""
+    if not rules or len(text) >= LARGE_FILE_CHARS or any(r.ast_candidate is None for r in rules):
         return None
     if tree is None:
         tree = _ast_parse(text, path)[0]
         if tree is None:
             return None
-    return plan_statements(tree, text, rules, AstIndex(tree, text, settings.target_torch_version))
+    if index is None:
+        index = AstIndex(tree, text, settings.target_torch_version)
+    return plan_statements(tree, text, rules, index)
 
 
 def _parse_cut(cut: str, plan: Plan) -> Tuple[Optional[cst.Module], Optional[List[int]]]:
@@ -228,11 +233,13 @@ def _stubs(module: cst.Module, plan: Optional[Plan]) -> frozenset:
 
 
 def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter: bool = True,
-                    project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None) -> List[Type[Rule]]:
+                    project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None,
+                    index: Optional[AstIndex] = None) -> List[Type[Rule]]:
     """The enabled rules that apply to this file (target torch version, test code) and whose
     prefilter passes (the wider one where the project index has facts about the file): an
     empty list means the file need not be parsed by libcst. With CPython's ``tree``, a rule's
-    ``ast_candidate`` must pass too (``astindex.py``)."""
+    ``ast_candidate`` must pass too (``astindex.py``), asked of ``index`` when the caller has
+    one for ``tree`` (its caches then serve ``statement_plan`` too)."""
     if rules is None:
         rules = [r for r in all_rules() if r.code in codes]
     version = settings.target_torch_version
@@ -246,7 +253,8 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
     # sends the file to libcst anyway, and running a few more rules on a parsed tree is cheaper
     # than asking (on transformers the questions cost ~2 s of CPU where nothing was spared).
     if tree is not None and by_text and all(r.ast_candidate is not None for r in by_text):
-        index = AstIndex(tree, text, version)
+        if index is None:
+            index = AstIndex(tree, text, version)
         # Once one rule has a candidate site the file goes to libcst anyway: the rules not asked
         # yet are kept (running a rule on a parsed tree costs less than the question).
         for i, rule in enumerate(by_text):
@@ -278,9 +286,10 @@ def first_pass(text: str, path: str, settings):
     codes = settings.codes_for_path(path)
     tree, error = _ast_parse(text, path)
     summary = summarize(tree, path, text) if tree is not None else None
-    kept = candidate_rules(text, path, settings, codes, tree=tree)
+    index = AstIndex(tree, text, settings.target_torch_version) if tree is not None else None
+    kept = candidate_rules(text, path, settings, codes, tree=tree, index=index)
     if kept:
-        plan = statement_plan(text, path, settings, kept, tree) if tree is not None and len(text) < LARGE_FILE_CHARS else None
+        plan = statement_plan(text, path, settings, kept, tree, index) if tree is not None else None
         return summary, None, True, kept_rules(plan.codes if plan is not None else (r.code for r in kept), plan)
     # Every ast question above answered no (or no rule passed its text prefilter), so the index's
     # facts could only bring in a rule through its project prefilter: that alone is asked here
