@@ -263,12 +263,9 @@ def lint_paths(
             known = None
         else:
             stats.update(known.stats)
-            for path in known.changed:  # a touch without an edit still finds its summary cached
-                if path in known.resized:  # edited: no summary to find (and none loaded)
-                    if not is_notebook_path(path):
-                        first_todo.append(path)
-                else:
-                    _cached_summary(cache, path, summaries, stats, first_todo)
+            for path in known.changed:  # a touch without an edit still finds its summary cached;
+                # an edit that changed the size has none to find (the summaries are not loaded)
+                _cached_summary(None if path in known.resized else cache, path, summaries, stats, first_todo)
     for path in files:
         settings = resolver.for_path(path)
         index = settings_ids.get(id(settings))
