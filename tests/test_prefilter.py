@@ -155,6 +155,13 @@ AST_CASES = [
      "        super().__init__()\n", "TL905", True),
     ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        self.fc = nn.Linear(2, 2)\n", "TL905", True),
     ("import torch.nn as nn  # an nn.Module below\nclass M(Base):\n    def __init__(self):\n        self.fc = nn.Linear(2, 2)\n", "TL905", False),
+    # an __init__ opening with the init call (after a docstring) is answered from that opening
+    ('import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        """Doc."""\n        super().__init__()\n'
+     "        self.fc = nn.Linear(2, 2)\n", "TL905", False),
+    ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__(); self.fc = nn.Linear(2, 2)\n",
+     "TL905", True),  # a store on the init call's line may run first: kept
+    ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        nn.Module.__init__(self)\n"
+     "        if x:\n            self.fc = nn.Linear(2, 2)\n        super().__init__()\n", "TL905", False),
     ("from torch.autograd import Variable\nv = Variable(x)\n", "TL906", True),
     ("import torchvision\nm = torchvision.models.resnet50(pretrained=True)\n", "TL907", True),
     ("import torchvision, timm\nm = timm.create_model('r', pretrained=True)\n", "TL907", False),

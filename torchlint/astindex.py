@@ -621,11 +621,28 @@ def _is_self_attribute(node: ast.AST) -> bool:
     return type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == "self"
 
 
+def _is_init_call(node: ast.AST) -> bool:
+    """``super().__init__(...)`` / ``super(C, self).__init__(...)`` / ``Base.__init__(self, ...)``."""
+    if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr != "__init__":
+        return False
+    receiver = node.func.value
+    return ((type(receiver) is ast.Call and type(receiver.func) is ast.Name and receiver.func.id == "super")
+            or bool(node.args and type(node.args[0]) is ast.Name and node.args[0].id == "self"))
+
+
 def _init_may_store_first(init: ast.AST) -> bool:
+    body = init.body
+    # Most ``__init__`` bodies open with the init call (after a docstring): every statement after
+    # it starts on a later line, so its stores and init calls cannot change the answer (a store
+    # counts when on a line at or before the first init call); only the opening is scanned.
+    k = 1 if body and type(body[0]) is ast.Expr and type(body[0].value) is ast.Constant else 0
+    if (k < len(body) and type(body[k]) is ast.Expr and _is_init_call(body[k].value)
+            and (k + 1 == len(body) or body[k + 1].lineno > (body[k].end_lineno or body[k].lineno))):
+        body = body[:k + 1]
     first_init_call = None  # line of the first super().__init__() / Base.__init__(self)
     assigns = False  # any `self.x = ...` / `self.x: T` / `self.x += ...`
     stores: List[int] = []  # lines of `self.x = <value>` and `self.register_*(...)`
-    stack = list(init.body)
+    stack = list(body)
     while stack:
         node = stack.pop()
         kind = type(node)
@@ -644,12 +661,8 @@ def _init_may_store_first(init: ast.AST) -> bool:
             func = node.func
             if func.attr in _REGISTERING and type(func.value) is ast.Name and func.value.id == "self":
                 stores.append(node.lineno)
-            elif func.attr == "__init__":
-                receiver = func.value
-                if ((type(receiver) is ast.Call and type(receiver.func) is ast.Name and receiver.func.id == "super")
-                        or (node.args and type(node.args[0]) is ast.Name and node.args[0].id == "self")):
-                    if first_init_call is None or node.lineno < first_init_call:
-                        first_init_call = node.lineno
+            elif _is_init_call(node) and (first_init_call is None or node.lineno < first_init_call):
+                first_init_call = node.lineno
         stack.extend(ast.iter_child_nodes(node))
     if first_init_call is None:
         return assigns or bool(stores)
