@@ -134,6 +134,14 @@ def test_a_statement_that_cannot_be_placed_falls_back_to_a_whole_parse(monkeypat
     real_parse = engine.parse_with_lines
     monkeypatch.setattr(engine, "parse_with_lines", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
     monkeypatch.setattr(engine, "plan_statements", shifted)
+    # The finding is in a method: its statement is placed from CPython's tree of its class's own
+    # text and its code checked against the text there, whatever lines the plan gives.
+    assert _as_json(engine.lint_source(SOURCE, "m.py", settings)) == _as_json(whole)
+    assert parses == []
+    # Placed from the plan's lines alone (no nested statement), the shifted plan is caught.
+    from torchlint.positions import Positions
+
+    monkeypatch.setattr(Positions, "_nested_span", lambda self, node, path: None)
     assert _as_json(engine.lint_source(SOURCE, "m.py", settings)) == _as_json(whole)
     assert parses == [1]  # the fallback
 

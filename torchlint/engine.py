@@ -310,13 +310,16 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
     needed there raises ``PartialMismatch``."""
     ctx = FileContext(path, text, module, settings, project)
     tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
+    paths: Dict[int, List[cst.CSTNode]] = {}  # id(pending finding) -> the walk's ancestors then
     report = ctx.report
 
     def report_in_statement(rule, node, message, fix, hint=None) -> None:
         count = len(ctx.pending)
         report(rule, node, message, fix, hint)
         if len(ctx.pending) > count:
-            tops[id(ctx.pending[-1])] = ctx.ancestors[1] if len(ctx.ancestors) > 1 else node
+            ancestors = ctx.ancestors
+            tops[id(ctx.pending[-1])] = ancestors[1] if len(ancestors) > 1 else node
+            paths[id(ctx.pending[-1])] = list(ancestors)
 
     ctx.report = report_in_statement  # positions are then generated for those statements only
     try:
@@ -324,22 +327,23 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
         if not ctx.pending:
             return []
         positions = Positions(module, text, tree if stubs is None else None, first_lines, stubs)
-        return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p))) for p in ctx.pending]
+        return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p)), paths.get(id(p))) for p in ctx.pending]
     finally:
         ctx.release()
 
 
 def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: str, text: str,
-                   top: Optional[cst.CSTNode] = None) -> Diagnostic:
-    start, end = positions.range(p.node, top)
+                   top: Optional[cst.CSTNode] = None, where: Optional[List[cst.CSTNode]] = None) -> Diagnostic:
+    """``where``: the walk's ancestors when the finding was reported (``Positions.range``)."""
+    start, end = positions.range(p.node, top, where)
     rows = {start.row}
     if isinstance(p.statement, cst.SimpleStatementLine):
-        rows.add(positions.range(p.statement, top)[1].row)
+        rows.add(positions.range(p.statement, top, where)[1].row)
     else:
         rows.add(end.row)
     fix = None
     if p.fix is not None:
-        edits = tuple(_to_edit(e, positions, module, p.indent, top) for e in p.fix.edits)
+        edits = tuple(_to_edit(e, positions, module, p.indent, top, where) for e in p.fix.edits)
         fix = Fix(p.fix.applicability, p.fix.message, tuple(sorted(edits, key=lambda e: e.location)))
     return Diagnostic(
         code=p.rule.code,
@@ -355,13 +359,14 @@ def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: st
     )
 
 
-def _to_edit(edit: NodeEdit, positions, module: cst.Module, indent, top: Optional[cst.CSTNode] = None) -> Edit:
+def _to_edit(edit: NodeEdit, positions, module: cst.Module, indent, top: Optional[cst.CSTNode] = None,
+             where: Optional[List[cst.CSTNode]] = None) -> Edit:
     # A replacement node prints with the indentation of the blocks around the finding.
     content = edit.content if isinstance(edit.content, str) else render_node(module, edit.content, indent)
     if isinstance(edit.node, cst.Module):
         start = end = Location(1, 1)
     else:
-        start, end = positions.range(edit.node, top)
+        start, end = positions.range(edit.node, top, where)
     if edit.mode == INSERT_BEFORE:
         return Edit(start, start, content)
     if edit.mode == INSERT_AFTER:

@@ -112,6 +112,20 @@ def _statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int,
     return state.spans, state.offset
 
 
+def _nested_statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int, indents: List[str],
+                            text: str) -> Optional[Dict[cst.CSTNode, Span]]:
+    """The spans of ``stmt``, a statement inside the indented blocks whose indents are
+    ``indents``, generated from ``start``; None unless its code is exactly ``text`` there."""
+    state = _OffsetState(module)
+    state.offset = start
+    state.indent_tokens = list(indents)
+    state.code = []
+    stmt._codegen(state)
+    if "".join(state.code) != text[start:state.offset]:
+        return None
+    return state.spans
+
+
 def _leading_line_count(stmt: cst.CSTNode) -> int:
     """Lines libcst prints before the line CPython gives as the statement's first."""
     count = len(getattr(stmt, "leading_lines", ()))
@@ -139,7 +153,8 @@ class Positions:
         self.first_lines = first_lines  # of CPython's top-level statements, instead of ``tree``
         self.spans: Dict[cst.CSTNode, Span] = {}
         self._whole = False
-        self._done: set = set()  # ids of the top-level statements generated
+        self._done: set = set()  # ids of the statements generated (top-level or nested)
+        self._top_trees: Dict[int, Optional[ast.stmt]] = {}  # CPython's tree of a top-level statement
         self._starts: Optional[List[Optional[int]]] = None
         self._tops = {id(stmt): i for i, stmt in enumerate(module.body)}
         if not module.has_trailing_newline:  # codegen counted the newline libcst adds, then dropped it
@@ -147,8 +162,15 @@ class Positions:
         self.text = text
         self.locator = Locator(text)
 
-    def range(self, node: cst.CSTNode, top: Optional[cst.CSTNode] = None):
+    def range(self, node: cst.CSTNode, top: Optional[cst.CSTNode] = None,
+              path: Optional[List[cst.CSTNode]] = None):
+        """``path``: the nodes from the module down to where ``node`` was reported (the walk's
+        ancestors), when the caller has them: the innermost statement of that path holding
+        ``node`` is generated instead of the whole top-level statement (a method of a
+        1,000-line class)."""
         span = self.spans.get(node)
+        if span is None and path is not None and len(path) > 3 and not self._whole:
+            span = self._nested_span(node, path)
         if span is None:
             if top is None and id(node) in self._tops:
                 top = node
@@ -177,6 +199,88 @@ class Positions:
             if node in self.spans:
                 return self.spans[node]
         raise PartialMismatch()
+
+    def _nested_span(self, node: cst.CSTNode, path: List[cst.CSTNode]) -> Optional[Span]:
+        """``node``'s span from the innermost statement of ``path`` (module, top-level
+        statement, then block, statement... down through compound statements' own bodies) that
+        holds it; None when none below the top-level statement does or one cannot be placed."""
+        top = path[1]
+        chain: List[Tuple[cst.CSTNode, List[str]]] = []  # (nested statement, indents of its blocks)
+        indents: List[str] = []
+        k = 1
+        while k + 2 < len(path):
+            parent, block, child = path[k], path[k + 1], path[k + 2]
+            if (not isinstance(block, cst.IndentedBlock) or getattr(parent, "body", None) is not block
+                    or not isinstance(child, (cst.SimpleStatementLine, cst.BaseCompoundStatement))):
+                break  # an else/except clause, or the block's own header or footer lines
+            indents = indents + [self.module.default_indent if block.indent is None else block.indent]
+            chain.append((child, indents))
+            k += 2
+        for depth in range(len(chain) - 1, -1, -1):
+            stmt, stmt_indents = chain[depth]
+            if id(stmt) not in self._done:
+                start = self._nested_start(top, [c for c, _ in chain[:depth + 1]], path)
+                spans = None if start is None else _nested_statement_spans(
+                    self.module, stmt, start, stmt_indents, self.text)
+                if spans is None:
+                    continue
+                self.spans.update(spans)
+                self._done.add(id(stmt))
+            if node in self.spans:
+                return self.spans[node]
+        return None
+
+    def _nested_start(self, top: cst.CSTNode, stmts: List[cst.CSTNode], path: List[cst.CSTNode]) -> Optional[int]:
+        """Where the code of ``stmts[-1]`` (its leading comment and blank lines included)
+        begins: its first line from CPython's tree of ``top``'s text, the same statement
+        reached through the same bodies."""
+        node = self._top_ast(top)
+        if node is None:
+            return None
+        parent_cst = top
+        for stmt in stmts:
+            block = parent_cst.body  # an IndentedBlock: checked by the caller
+            body = getattr(node, "body", None)
+            if type(body) is not list:
+                return None
+            j = 0
+            for sibling in block.body:
+                if sibling is stmt:
+                    break
+                j += len(sibling.body) if isinstance(sibling, cst.SimpleStatementLine) else 1
+            else:
+                return None
+            if j >= len(body):
+                return None
+            node, parent_cst = body[j], stmt
+        row = statement_first_line(node) - _leading_line_count(stmts[-1])
+        line_starts = self.locator.line_starts
+        return line_starts[row - 1] if 1 <= row <= len(line_starts) else None
+
+    def _top_ast(self, top: cst.CSTNode) -> Optional[ast.stmt]:
+        """CPython's tree of one top-level compound statement, parsed from its own text at its
+        own lines (a small parse next to generating a whole class)."""
+        key = id(top)
+        if key in self._top_trees:
+            return self._top_trees[key]
+        self._top_trees[key] = None
+        index = self._tops.get(key)
+        starts = self._statement_starts()
+        start = starts[index] if index is not None and starts is not None else None
+        if index is None or starts is None or start is None or (self.stubs and key in self.stubs):
+            return None
+        end = starts[index + 1] if index + 1 < len(starts) else self._footer_start()
+        if end is None or end <= start:
+            return None
+        row = self.locator.location(start).row
+        try:
+            tree = ast.parse("\n" * (row - 1) + self.text[start:end])
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if len(tree.body) != 1:
+            return None
+        self._top_trees[key] = tree.body[0]
+        return tree.body[0]
 
     def _generate_all(self) -> None:
         if not self._whole:
