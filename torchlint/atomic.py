@@ -12,7 +12,6 @@ removes those whose process is gone.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import re
@@ -95,6 +94,8 @@ _renameat2: Any = None  # renameat2 from libc, False where there is none
 def _exchange(a: str, b: str) -> bool:
     """Atomically swap the files at ``a`` and ``b`` (Linux ``renameat2(RENAME_EXCHANGE)``).
     False where the OS or filesystem cannot; raises OSError for other failures."""
+    import ctypes  # here: only --fix gets this far, and ctypes costs a run's start-up 2 ms
+
     global _renameat2
     if _renameat2 is None:
         try:

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.testcode import in_test_scope
 from torchlint.imports import ImportTable

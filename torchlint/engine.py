@@ -11,7 +11,7 @@ import gc
 import warnings
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, Type
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.astindex import AstIndex
 from torchlint.testcode import is_test_module

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 
 def _separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:

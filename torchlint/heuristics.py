@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.syntax import (
     UNKNOWN,
-    SCOPES,
     body_nodes,
     get_arg,
     guarded_branches,
@@ -22,6 +21,7 @@ from torchlint.syntax import (
     method_call,
     name_tokens,
     path_below,
+    scope_types,
 )
 from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES, ITERATION_WRAPPERS
 from torchlint.words import (
@@ -188,7 +188,7 @@ def in_oom_handler(ctx) -> bool:
     / ``torch.OutOfMemoryError``, or any handler whose code speaks of OOM
     (``if "out of memory" in str(e)``)."""
     for node in reversed(ctx.ancestors):
-        if isinstance(node, SCOPES):
+        if isinstance(node, scope_types()):
             return False
         if isinstance(node, cst.ExceptHandler):
             types = node.type.elements if isinstance(node.type, cst.Tuple) else [node.type]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.torch_api import STAR_EXPORTS, canonical_name
 

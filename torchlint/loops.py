@@ -7,19 +7,19 @@ from __future__ import annotations
 
 from typing import Optional
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.heuristics import is_loader_expression, is_optimizer_like, is_periodic_guard
 from torchlint.syntax import (
-    LOOPS,
-    SCOPES,
     body_nodes,
     enclosing_function,
     guarded_branches,
+    loop_types,
     memo,
     method_call,
     path_below,
     qualified_name,
+    scope_types,
 )
 
 
@@ -27,7 +27,7 @@ def calls_gradient_step(ctx, loop: cst.CSTNode) -> bool:
     """Does the loop's own body (not nested loops or functions) call ``.backward()``,
     ``optimizer.step()`` or ``scaler.step(optimizer)``?"""
     def compute():
-        for node in body_nodes(loop.body, SCOPES + LOOPS):
+        for node in body_nodes(loop.body, scope_types() + loop_types()):
             call = method_call(node)
             if call is None:
                 continue
@@ -42,7 +42,7 @@ def calls_gradient_step(ctx, loop: cst.CSTNode) -> bool:
 def is_training_loop(ctx, loop: cst.CSTNode) -> bool:
     """A For over a data loader, or a For/While whose own body takes a gradient step. An epoch
     loop (``for epoch in range(n)``) around the batch loop is not one: its body runs once an epoch."""
-    if not isinstance(loop, LOOPS):
+    if not isinstance(loop, loop_types()):
         return False
 
     def compute():
@@ -95,7 +95,7 @@ def grad_disabled_in(ctx, loop: cst.CSTNode) -> bool:
     """Does the loop's own body (not nested functions) enter ``torch.no_grad()`` /
     ``torch.inference_mode()``?"""
     def compute():
-        for node in body_nodes(loop.body, SCOPES):
+        for node in body_nodes(loop.body, scope_types()):
             if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call):
                 if ctx.resolve_call(node.item) in _GRAD_OFF:
                     return True

@@ -18,7 +18,7 @@ import warnings
 from collections import OrderedDict
 from typing import Iterator, List, Optional, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.astindex import statement_first_line
 

@@ -19,19 +19,27 @@ module's footer begins), else the whole module is generated as before.
 from __future__ import annotations
 
 import ast
+import functools
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
-import libcst as cst
-from libcst._nodes.internal import CodegenState  # the hook libcst's own providers use
+from torchlint import _cst as cst
 
 from torchlint.astindex import statement_first_line
 from torchlint.guards import deep_call
+
+if TYPE_CHECKING:
+    from libcst._nodes.internal import CodegenState  # the hook libcst's own providers use
+else:
+    CodegenState = object  # libcst's class joins the bases on first use: _OffsetState.__new__
 
 Span = Tuple[int, int]
 
 
 class _OffsetState(CodegenState):
+    def __new__(cls, module: cst.Module) -> _OffsetState:
+        return object.__new__(_with_codegen_state())
+
     def __init__(self, module: cst.Module) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.offset = 0
@@ -77,6 +85,15 @@ class _OffsetState(CodegenState):
         if end_node is not None:
             end = self.spans[end_node][1]
         self.spans[node] = (start, end)
+
+
+@functools.cache
+def _with_codegen_state() -> type[_OffsetState]:
+    """``_OffsetState`` on libcst's ``CodegenState``, made on first use: subclassing it at import
+    would import libcst in runs that never generate code (torchlint/_cst.py)."""
+    from libcst._nodes.internal import CodegenState as LibcstCodegenState
+
+    return type("_OffsetState", (_OffsetState, LibcstCodegenState), {})
 
 
 def node_spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:

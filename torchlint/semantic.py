@@ -26,9 +26,10 @@ The model is about names and values, never about heuristics on words; those stay
 
 from __future__ import annotations
 
+import functools
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.imports import ImportTable, dotted_name, import_bindings
 from torchlint.torch_api import DATALOADER, ITERATION_WRAPPERS, canonical_name
@@ -38,12 +39,34 @@ from torchlint.tree import _children
 IMPORT, DEF, CLASS, PARAM, ASSIGN, AUGMENT, LOOP, WITH, EXCEPT, GLOBAL_DECL = (
     "import", "def", "class", "param", "assign", "augment", "loop", "with", "except", "global")
 
-FUNCTION_SCOPES = (cst.FunctionDef, cst.Lambda)
-COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-SCOPE_NODES = FUNCTION_SCOPES + (cst.ClassDef,) + COMPREHENSIONS
-# Compound statements whose blocks may run zero or several times, or not at all.
-_BRANCHING = (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Else, cst.Match, cst.MatchCase)
-_LOOPS = (cst.For, cst.While)
+# Tables of libcst node types are functions, not module constants: naming libcst's classes at
+# import would import libcst (torchlint/_cst.py).
+@functools.cache
+def function_scope_types() -> Tuple[type, ...]:
+    return (cst.FunctionDef, cst.Lambda)
+
+
+@functools.cache
+def comprehension_types() -> Tuple[type, ...]:
+    return (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+@functools.cache
+def scope_node_types() -> Tuple[type, ...]:
+    return function_scope_types() + (cst.ClassDef,) + comprehension_types()
+
+
+@functools.cache
+def _branching_types() -> Tuple[type, ...]:
+    """Compound statements whose blocks may run zero or several times, or not at all."""
+    return (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Else, cst.Match, cst.MatchCase)
+
+
+@functools.cache
+def _loop_types() -> Tuple[type, ...]:
+    return (cst.For, cst.While)
+
+
 # Methods whose result lives on the host whatever their receiver was.
 HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "item"})
 # Methods that may put their result on a device.
@@ -107,7 +130,7 @@ class Scope:
 
     @property
     def is_function(self) -> bool:
-        return isinstance(self.node, FUNCTION_SCOPES)
+        return isinstance(self.node, function_scope_types())
 
 
 class _Read:
@@ -224,7 +247,7 @@ class SemanticModel:
             i -= 1
         chain = chains[id(ancestors[i])] if i >= 0 else ()
         for node in ancestors[i + 1:]:
-            if isinstance(node, SCOPE_NODES):
+            if isinstance(node, scope_node_types()):
                 chain = chain + (node,)
             chains[id(node)] = chain
         return chain
@@ -318,6 +341,7 @@ class SemanticModel:
         # (node, scope, blocks) or a marker (None, bindings, None) that sets their order when popped.
         owners = self.block_owner
         counter = self._counter
+        comprehensions, branching = comprehension_types(), _branching_types()  # locals: asked per node
         while stack:
             node, scope, blocks = stack.pop()
             counter += 1
@@ -368,7 +392,7 @@ class SemanticModel:
                     if p.default is not None:
                         stack.append((p.default, scope, blocks))
                 continue
-            if kind in COMPREHENSIONS:
+            if kind in comprehensions:
                 inner = Scope(node, scope)
                 self.scopes[id(node)] = inner
                 # The first iterable is evaluated outside; the rest inside.
@@ -441,7 +465,7 @@ class SemanticModel:
                 else:
                     stack.append((node.body, scope, inner_blocks))
                 continue
-            elif kind in _BRANCHING:
+            elif kind in branching:
                 # each block of the statement is a branch: it may run once, many times or never
                 for child in reversed(children):
                     if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
@@ -524,7 +548,7 @@ class SemanticModel:
                 dominating = b
                 break
         for block in read.blocks:
-            if not isinstance(self.block_owner.get(id(block)), _LOOPS):
+            if not isinstance(self.block_owner.get(id(block)), _loop_types()):
                 continue
             if dominating is not None and any(x is block for x in dominating.blocks):
                 continue  # rebound inside the loop before the read: the back edge is cut
@@ -696,7 +720,7 @@ class SemanticModel:
         seen = _seen if _seen is not None else set()
         from torchlint.tree import walk
 
-        for n in walk(node, SCOPE_NODES):
+        for n in walk(node, scope_node_types()):
             if not isinstance(n, cst.Name) or id(n) in seen:
                 continue
             seen.add(id(n))
@@ -775,7 +799,7 @@ class SemanticModel:
         """The expressions ``function`` returns (not those of nested functions)."""
         from torchlint.tree import walk
 
-        return [n.value for n in walk(function.body, SCOPE_NODES)
+        return [n.value for n in walk(function.body, scope_node_types())
                 if isinstance(n, cst.Return) and n.value is not None]
 
 
@@ -789,7 +813,7 @@ def _bind_self_attributes(method: cst.FunctionDef, class_scope: Scope) -> None:
     owner = params[0].name.value
     from torchlint.tree import walk
 
-    for node in walk(method.body, SCOPE_NODES):
+    for node in walk(method.body, scope_node_types()):
         if isinstance(node, cst.Assign):
             targets = [(t.target, node.value) for t in node.targets]
         elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
@@ -857,10 +881,10 @@ class _ScopeNames:
     def __init__(self, scope: cst.CSTNode) -> None:
         self.bindings: Dict[str, List[tuple]] = {}
         self.globals: Set[str] = set()
-        if isinstance(scope, FUNCTION_SCOPES):
+        if isinstance(scope, function_scope_types()):
             for p in _params(scope.params):
                 self._add(p.name.value, PARAM, None, None, 0, False)
-        if isinstance(scope, COMPREHENSIONS):
+        if isinstance(scope, comprehension_types()):
             f = scope.for_in
             while f is not None:
                 for name, _ in _targets(f.target):

@@ -6,10 +6,11 @@ Tests in tests/test_analysis.py."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.torch_api import TENSOR_FACTORIES
 
@@ -156,8 +157,16 @@ def tensor_factory(ctx, call: cst.CSTNode) -> Optional[str]:
     return None
 
 
-SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-LOOPS = (cst.For, cst.While)
+# Functions, not module constants: naming libcst's classes at import would import libcst
+# (torchlint/_cst.py).
+@functools.cache
+def scope_types() -> Tuple[type, ...]:
+    return (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+@functools.cache
+def loop_types() -> Tuple[type, ...]:
+    return (cst.For, cst.While)
 
 
 def enclosing_function(ctx) -> Optional[cst.FunctionDef]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-import libcst as cst
+from torchlint import _cst as cst
 
 _TEST_FOLDERS = frozenset({"test", "tests", "testing", "test_utils", "testing_utils", "test_helpers"})
 

@@ -9,36 +9,43 @@ in torchlint goes through here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Dict, Iterator, List, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 # Nodes that carry only layout or punctuation: no rule looks inside them, so the walk skips them.
-_TRIVIA = (
-    cst.BaseParenthesizableWhitespace,
-    cst.TrailingWhitespace,
-    cst.EmptyLine,
-    cst.Comment,
-    cst.Newline,
-    cst.Comma,
-    cst.Semicolon,
-    cst.LeftParen,
-    cst.RightParen,
-    cst.LeftSquareBracket,
-    cst.RightSquareBracket,
-    cst.LeftCurlyBrace,
-    cst.RightCurlyBrace,
-    cst.Dot,
-    cst.AssignEqual,
-    cst.Colon,
-    cst.BaseBinaryOp,
-    cst.BaseBooleanOp,
-    cst.BaseCompOp,
-    cst.BaseUnaryOp,
-    cst.BaseAugOp,
-    cst.Asynchronous,
-    cst.Annotation,  # type annotations never hold findings
-)
+# A function, not a module constant: naming libcst's classes at import would import libcst
+# (torchlint/_cst.py); asked once per node type.
+@functools.cache
+def _trivia() -> Tuple[type, ...]:
+    return (
+        cst.BaseParenthesizableWhitespace,
+        cst.TrailingWhitespace,
+        cst.EmptyLine,
+        cst.Comment,
+        cst.Newline,
+        cst.Comma,
+        cst.Semicolon,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.LeftCurlyBrace,
+        cst.RightCurlyBrace,
+        cst.Dot,
+        cst.AssignEqual,
+        cst.Colon,
+        cst.BaseBinaryOp,
+        cst.BaseBooleanOp,
+        cst.BaseCompOp,
+        cst.BaseUnaryOp,
+        cst.BaseAugOp,
+        cst.Asynchronous,
+        cst.Annotation,  # type annotations never hold findings
+    )
+
+
 _SKIP_FIELDS = frozenset({
     "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "comma",
     "semicolon", "newline", "trailing_whitespace", "equal", "colon", "dot", "arrow", "star",
@@ -66,7 +73,7 @@ def _child_fields(cls: type) -> Tuple[str, ...]:
 def _walkable(cls: type) -> bool:
     walkable = _WALKABLE.get(cls)
     if walkable is None:
-        walkable = _WALKABLE[cls] = issubclass(cls, cst.CSTNode) and not issubclass(cls, _TRIVIA)
+        walkable = _WALKABLE[cls] = issubclass(cls, cst.CSTNode) and not issubclass(cls, _trivia())
     return walkable
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Optional, Sequence
 
@@ -32,6 +31,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.debounce_ms < 0:
         print("torchlint: error: --debounce-ms must not be negative", file=sys.stderr)
         return EXIT_ERROR
+    import logging  # here: every other command would pay for it at start-up
+
     logging.basicConfig(
         filename=args.log_file,
         level=logging.DEBUG if args.verbose else logging.WARNING,

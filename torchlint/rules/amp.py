@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Optional
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE
@@ -90,7 +91,7 @@ class LegacyAmpApi(Rule):
             if len(positional) > len(positional_names):
                 return None
             args = [
-                a.with_changes(keyword=cst.Name(positional_names[i]), equal=_EQUAL) if i < len(positional) else a
+                a.with_changes(keyword=cst.Name(positional_names[i]), equal=_equal()) if i < len(positional) else a
                 for i, a in enumerate(args)
             ]
         spelling, import_edit = _spelling(self.ctx, new)
@@ -117,7 +118,9 @@ def _under_version_flag(ctx, node: cst.CSTNode) -> bool:
     return False
 
 
-_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+@functools.cache
+def _equal() -> cst.AssignEqual:  # ``=`` without spaces; a function: a libcst node at import loads libcst
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 def _sets_autocast_defaults(ctx) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Pattern, Tuple, Union
 
-import libcst as cst
+from torchlint import _cst as cst
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
 from torchlint.diagnostics import UNSAFE
@@ -22,7 +23,8 @@ _CONTAINERS = frozenset({"torch.nn.ModuleList", _SEQUENTIAL})
 _ORDERED_DICTS = frozenset({"collections.OrderedDict", "typing.OrderedDict"})
 # Reading these from a conv module reads a parameter or a setting: nothing is computed.
 _APPLY_METHODS = frozenset({"forward", "__call__", "_conv_forward"})
-Layers = List[Optional[cst.BaseExpression]]  # in order; None: something unseen that breaks a pair
+# In order; None: something unseen that breaks a pair. A string: naming a libcst class at import loads libcst.
+Layers = List[Optional["cst.BaseExpression"]]
 
 
 # -- prefilter ------------------------------------------------------------------------------------
@@ -869,7 +871,9 @@ def _inside(node: cst.CSTNode, block: cst.CSTNode, index: _Index) -> bool:
     return False
 
 
-_ESCAPES = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+@functools.cache
+def _escape_types() -> Tuple[type, ...]:  # a function: naming libcst's classes at import loads it
+    return (cst.Continue, cst.Break, cst.Return, cst.Raise)
 
 
 def _next_in_block(previous: cst.CSTNode, statement: cst.CSTNode, index: _Index) -> bool:
@@ -890,10 +894,10 @@ def _next_in_block(previous: cst.CSTNode, statement: cst.CSTNode, index: _Index)
     if a == b:
         smalls = list(line_a.body)
         between_smalls = smalls[smalls.index(previous) + 1:smalls.index(statement)]
-        return not any(isinstance(s, _ESCAPES) for s in between_smalls)
+        return not any(isinstance(s, _escape_types()) for s in between_smalls)
     tails = list(line_a.body)[list(line_a.body).index(previous) + 1:] + list(line_b.body)[:list(line_b.body).index(statement)]
-    return not any(isinstance(s, _ESCAPES) for s in tails) and all(
-        isinstance(s, cst.SimpleStatementLine) and not any(isinstance(x, _ESCAPES) for x in s.body) for s in between)
+    return not any(isinstance(s, _escape_types()) for s in tails) and all(
+        isinstance(s, cst.SimpleStatementLine) and not any(isinstance(x, _escape_types()) for x in s.body) for s in between)
 
 
 def _subscript_key(subscript: cst.Subscript, model) -> Optional[tuple]:

@@ -10,10 +10,11 @@ purpose; TorchFix flagged it and users had to suppress it by hand.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import DELETE_LINES, INSERT_BEFORE, FixSpec, NodeEdit
 from torchlint.deprecations import (
@@ -560,7 +561,9 @@ def _is_docstring(stmt: cst.CSTNode) -> bool:
 
 
 # -- TL906 -------------------------------------------------------------------------------------
-_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+@functools.cache
+def _atom_types() -> Tuple[type, ...]:  # a function: naming libcst's classes at import loads it
+    return (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
 
 class AutogradVariable(Rule):
@@ -593,7 +596,7 @@ class AutogradVariable(Rule):
         if not isinstance(requires_grad, bool):
             return None
         value = positional[0].value
-        if not isinstance(value, _ATOMS) and not value.lpar:
+        if not isinstance(value, _atom_types()) and not value.lpar:
             value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         new: cst.BaseExpression = cst.Call(func=cst.Attribute(value=value, attr=cst.Name("detach")))
         if requires_grad:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import REPLACE, FixSpec, NodeEdit
 from torchlint.fixbuilders import code_in_place, indentation, statement_removal_edits

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.heuristics import is_loader_expression, moves_to_accelerator
 from torchlint.loops import (

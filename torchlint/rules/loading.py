@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Set, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE

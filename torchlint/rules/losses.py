@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional, Set
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.rules.base import Rule
 from torchlint.semantic import CLASS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import FixSpec
 from torchlint.fixbuilders import statement_removal_edits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.rules.base import Rule
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
@@ -21,12 +21,12 @@ from torchlint.imports import dotted_name
 from torchlint.loops import calls_gradient_step, grad_disabled
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import ASSIGN, AUGMENT, DEF, PARAM
-from torchlint.syntax import enclosing_function, enclosing_loops, memo, method_call, name_tokens
+from torchlint.syntax import (
+    enclosing_function, enclosing_loops, loop_types, memo, method_call, name_tokens, scope_types,
+)
 from torchlint.tree import _children, walk
 from torchlint.words import ACCUMULATION_WORDS, EVAL_WORDS, GRAD_NEEDING_WORDS, MODEL_WORDS
 
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-_LOOPS = (cst.For, cst.While)
 GRAD_OFF = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
     "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad",
@@ -66,7 +66,7 @@ def loop_sites(ctx, loop: cst.CSTNode) -> List[Site]:
         while stack:
             node, guards, grad_off, depth = stack.pop()
             sites.append(Site(node, guards, grad_off, depth))
-            if isinstance(node, _SCOPES):
+            if isinstance(node, scope_types()):
                 continue
             if isinstance(node, (cst.If, cst.IfExp)):
                 inner = guards + (node.test,)
@@ -78,7 +78,7 @@ def loop_sites(ctx, loop: cst.CSTNode) -> List[Site]:
                 for child in reversed(_children(node)):
                     stack.append((child, guards, off if child is node.body else grad_off, depth))
                 continue
-            inner_depth = depth + 1 if isinstance(node, _LOOPS) else depth
+            inner_depth = depth + 1 if isinstance(node, loop_types()) else depth
             for child in reversed(_children(node)):
                 stack.append((child, guards, grad_off, inner_depth if child is getattr(node, "body", None) else depth))
         return sites
@@ -149,7 +149,7 @@ def optimizer_steps(ctx, loop, through_helpers: bool = False) -> List[Tuple[Site
 
 def _steps_optimizer(ctx, function) -> bool:
     def compute():
-        for node in walk(function.body, _SCOPES):
+        for node in walk(function.body, scope_types()):
             method = method_call(node)
             if method is not None and method[1] == "step" and is_optimizer_like(method[0]):
                 return True
@@ -529,7 +529,7 @@ class RetainedGraph(Rule):
     def _nested_training_loop(self, loop, site) -> bool:
         """Is the site inside a nested loop that backpropagates itself (checked on its own visit)?"""
         nested = memo(self.ctx, "nested_backward_loops", loop, lambda: [
-            s.node for s in loop_sites(self.ctx, loop) if isinstance(s.node, _LOOPS) and backward_calls(self.ctx, s.node)])
+            s.node for s in loop_sites(self.ctx, loop) if isinstance(s.node, loop_types()) and backward_calls(self.ctx, s.node)])
         return any(site.node is n or any(site.node is m for m in walk(n)) for n in nested)
 
     # -- what carries a graph
@@ -702,7 +702,7 @@ def _modes_before(ctx, scope, loop) -> Dict[str, str]:
     def compute():
         modes: Dict[str, str] = {}
         body = scope.body if scope is not ctx.module else scope
-        for node in walk(body, _SCOPES):
+        for node in walk(body, scope_types()):
             if node is loop:
                 break
             _record_mode(node, modes)

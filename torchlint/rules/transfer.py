@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Optional, Tuple
 
-import libcst as cst
+from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
@@ -68,7 +69,7 @@ class ZeroGradSetToNone(Rule):
                 return
             fix = None
             if version >= SET_TO_NONE_ADDED:
-                new = node.with_changes(args=[cst.Arg(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_EQUAL)])
+                new = node.with_changes(args=[cst.Arg(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_equal())])
                 fix = FixSpec(UNSAFE, "Pass `set_to_none=True`", (NodeEdit(node, new),))
             self.report(
                 node,
@@ -85,7 +86,7 @@ class ZeroGradSetToNone(Rule):
                 fix = FixSpec(UNSAFE, "Remove `set_to_none=False`", (NodeEdit(node, new),))
             else:
                 fix = FixSpec(
-                    UNSAFE, "Pass `set_to_none=True`", (NodeEdit(arg, arg.with_changes(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_EQUAL)),)
+                    UNSAFE, "Pass `set_to_none=True`", (NodeEdit(arg, arg.with_changes(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_equal())),)
                 )
         message = self.message if version >= SET_TO_NONE_DEFAULT else (
             "`zero_grad(set_to_none=False)` writes zeros into every gradient each step; pass `set_to_none=True`"
@@ -178,7 +179,9 @@ class ZeroGradSetToNone(Rule):
         return False
 
 
-_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+@functools.cache
+def _equal() -> cst.AssignEqual:  # ``=`` without spaces; a function: a libcst node at import loads libcst
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 def _is_grad_attribute(node: cst.BaseExpression) -> bool:
