@@ -111,6 +111,17 @@ AST_CASES = [
     ("import torch\nx = torch.zeros(3).float().cuda()\n", "TL202", True),
     ("from torch import zeros as z\nx = z(3).cuda()\n", "TL202", True),
     ("import torch\nx = torch.eye(3)\ny = x.cuda()\n", "TL202", True),  # a name bound to a constructor
+    # TL202's question: what ``_created_on_host`` accepts, through bindings, not the words
+    ('import torch\nx = torch.zeros(3, device="cuda").to(torch.half)\n', "TL202", False),  # device= on purpose
+    ("import torch\nx = torch.ones(3, **kw).cuda()\n", "TL202", False),
+    ("import torch\nx = torch.tensor([1.0, 2.0]).cuda()\n", "TL202", False),  # host data: copied either way
+    ("import torch\nx = torch.FloatTensor(3, 4).cuda()\n", "TL202", True),
+    ("from torch import zeros as Z\ny = Z(3).float().cuda()\n", "TL202", True),  # bound to a constructor
+    ("import torch\na, b = torch.zeros(2), 1\na.cuda()\n", "TL202", True),
+    ("import torch\na, (b, c) = 1, [2, torch.zeros(2)]\nc.cuda()\n", "TL202", True),  # unpacked at any depth
+    ("import torch\nx: torch.Tensor = torch.rand(2)\nx.to(d)\n", "TL202", True),
+    # a loop target is not a binding the rule follows, nor a keyword argument's name
+    ("import torch\nfor x in [torch.zeros(2)]:\n    x.cuda()\ny = f(x=torch.zeros(2))\n", "TL202", False),
     ("import torch.nn as nn\n# nn.BatchNorm2d after nn.Conv2d\nc = nn.Conv2d(3, 8, 3)\n", "TL301", False),
     ("import torch.nn as nn\nnn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))\n", "TL301", True),
     # every TL301 finding is on a conv whose bias may be on: bias=False, **kwargs or a

@@ -248,7 +248,10 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
     if not prefilter:
         return list(rules)
     with_facts = project is not None and bool(project.digest)
-    by_text = [r for r in rules if r.may_fire(text)]
+    if tree is not None and all(r.ast_candidate is not None for r in rules):  # each is asked its question
+        by_text = [r for r in rules if r.may_fire_before_ast(text)]
+    else:
+        by_text = [r for r in rules if r.may_fire(text)]
     # The ast questions are asked only when they may spare the libcst parse: a rule without one
     # sends the file to libcst anyway, and running a few more rules on a parsed tree is cheaper
     # than asking (on transformers the questions cost ~2 s of CPU where nothing was spared).

@@ -90,7 +90,15 @@ class Rule:
 
     @classmethod
     def may_fire(cls, text: str) -> bool:
-        """The prefilter: False only when the rule cannot possibly fire on ``text``."""
+        """The prefilter: False only when the rule cannot possibly fire on ``text``. A rule may
+        add a costlier scan of the text here (TL202's constructor-then-move) standing in for
+        its ast question where there is no tree; ``may_fire_before_ast`` leaves it out."""
+        return all(any(_present(token, text) for token in group) for group in cls.requires)
+
+    @classmethod
+    def may_fire_before_ast(cls, text: str) -> bool:
+        """The text prefilter where ``ast_candidate`` is asked next (CPython's tree is at
+        hand): the ``requires`` tokens alone, a rule's costlier text scan left to the question."""
         return all(any(_present(token, text) for token in group) for group in cls.requires)
 
     @classmethod

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
@@ -225,6 +226,80 @@ _DROPPABLE = frozenset({"non_blocking", "copy"})
 _HOST_ON_PURPOSE = ("device", "out", "pin_memory", "generator")
 
 
+# What ``_created_on_host`` accepts, at ``ast`` level: a callee whose last name is one of these
+# (``x.zeros(...)``), or a name bound to ``torch.<one of these>`` (``AstIndex.bindings``).
+_HOST_BUILT = (DEVICE_FACTORIES - HOST_DATA_FACTORIES) | LEGACY_TENSOR_TYPES
+_HOST_BUILT_NAMES = frozenset("torch." + name for name in _HOST_BUILT)
+_CHAIN = frozenset(HOST_CHAIN_METHODS)
+
+
+def _may_build_on_host_ast(index, call: ast.AST) -> bool:
+    """Could ``call`` be a constructor call ``_created_on_host`` accepts (a torch constructor,
+    not ``torch.tensor``, without ``**kwargs`` or a ``device=``-like keyword)?"""
+    if type(call) is not ast.Call:
+        return False
+    func = call.func
+    if type(func) is ast.Attribute:
+        if func.attr not in _HOST_BUILT:
+            return False
+    elif type(func) is ast.Name:
+        if func.id not in _HOST_BUILT and not index.bindings().get(func.id, set()) & _HOST_BUILT_NAMES:
+            return False
+    else:
+        return False
+    return not any(kw.arg is None or kw.arg in _HOST_ON_PURPOSE for kw in call.keywords)
+
+
+def _through_chain(node: ast.AST) -> ast.AST:
+    while type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _CHAIN:
+        node = node.func.value
+    return node
+
+
+def _unpacked_values(value: Optional[ast.AST]) -> Iterator[ast.AST]:
+    """``value`` and, for a tuple or list, every element at any depth (``a, (b, c) = x, (y, z)``
+    binds ``b`` to ``y``: the semantic model unpacks it so)."""
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if node is None:
+            continue
+        yield node
+        if type(node) in (ast.Tuple, ast.List):
+            todo.extend(node.elts)
+        elif type(node) is ast.Starred:
+            todo.append(node.value)
+
+
+def factory_then_move_ast(index) -> bool:
+    """The ast question: a ``.to(``/``.cuda(`` whose receiver is such a constructor call, through
+    host methods (``torch.ones(1).fill_(v).to(d)``), or a name assigned one somewhere in the
+    file (``eye = torch.eye(3)`` ... ``eye.cuda()``; the rule follows only that binding, of a
+    name moved bare). As precise as ``factory_then_move`` on the text, which it replaces where
+    the tree is at hand (calls, keywords and bindings instead of brackets and words)."""
+    named = set()
+    for call, _ in index.method_calls("to", "cuda"):
+        receiver = call.func.value
+        if type(receiver) is ast.Name:
+            named.add(receiver.id)
+        elif _may_build_on_host_ast(index, _through_chain(receiver)):
+            return True
+    if not named:
+        return False
+    for node, parents, _ in index.occurrences(sorted(named)):
+        if type(node) is not ast.Name or type(node.ctx) is not ast.Store:
+            continue
+        for parent in reversed(parents):  # the assignment whose target holds the name
+            kind = type(parent)
+            if kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr):
+                if any(_may_build_on_host_ast(index, _through_chain(v)) for v in _unpacked_values(parent.value)):
+                    return True
+                break
+            if kind not in (ast.Tuple, ast.List, ast.Starred):
+                break  # a loop, `with ... as`, an import...: not a binding the rule follows
+    return False
+
+
 class TensorMovedAfterCreation(Rule):
     """Flags a tensor built on the host and moved at once: ``torch.zeros(n).cuda()``,
     ``torch.randn(n).to(device)``, ``torch.arange(n).to("cuda", torch.half)``.
@@ -244,8 +319,7 @@ class TensorMovedAfterCreation(Rule):
     message = "Tensor created on the CPU then moved; pass `device=` to the factory"
     hint = "Creating it on the host and copying it costs an allocation and a copy; `device=` builds it in place."
     requires = ((MOVE_CALL,), tuple(sorted(DEVICE_FACTORIES | LEGACY_TENSOR_TYPES)))
-    ast_candidate = staticmethod(lambda index: index.call_then_method(
-        sorted(_SCAN_NAMES | {"range"}), ("to", "cuda"), HOST_CHAIN_METHODS, named=True))
+    ast_candidate = staticmethod(factory_then_move_ast)
     fix_applicability = SAFE  # unsafe for random factories, requires_grad and inexact dtype casts
 
     @classmethod
