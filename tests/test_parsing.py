@@ -106,15 +106,25 @@ def test_large_files_are_parsed_in_chunks_with_identical_findings(monkeypatch):
     assert lint_source(text, "big.py", Settings()) == whole
     assert len(chunks) > 10
     # the runner's phase 3 (no CPython tree at hand): positions come from the first lines the
-    # chunked parse found, without parsing CPython's tree a second time next to libcst's
+    # chunked parse found, without parsing CPython's tree a second time next to libcst's; a
+    # finding inside a definition parses that one top-level statement's text (its lines come
+    # first as blank lines), never more than the largest chunk
+    import ast as real_ast
+
     from torchlint import positions
     from torchlint.rules import all_rules
 
-    import types
+    largest = max(len(c) for c in chunks)
+    parsed = []
 
-    fake_ast = types.SimpleNamespace(parse=lambda *a, **k: pytest.fail("positions parsed CPython's tree again"))
-    monkeypatch.setattr(positions, "ast", fake_ast)
+    def parse_one_statement(source, *args, **kwargs):
+        assert len(source.lstrip("\n")) <= largest, "positions parsed CPython's tree again"
+        parsed.append(source)
+        return real_ast.parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(positions.ast, "parse", parse_one_statement)
     assert lint_source(text, "big.py", Settings(), ast_codes={r.code for r in all_rules()}) == whole
+    assert parsed  # the findings in methods and loops were placed from their own statement
 
 
 def test_the_editor_path_pauses_the_cyclic_collector(monkeypatch):
