@@ -110,6 +110,7 @@ def test_large_files_are_parsed_in_chunks_with_identical_findings(monkeypatch):
     # finding inside a definition parses that one top-level statement's text (its lines come
     # first as blank lines), never more than the largest chunk
     import ast as real_ast
+    import types
 
     from torchlint import positions
     from torchlint.rules import all_rules
@@ -122,7 +123,7 @@ def test_large_files_are_parsed_in_chunks_with_identical_findings(monkeypatch):
         parsed.append(source)
         return real_ast.parse(source, *args, **kwargs)
 
-    monkeypatch.setattr(positions.ast, "parse", parse_one_statement)
+    monkeypatch.setattr(positions, "ast", types.SimpleNamespace(parse=parse_one_statement))
     assert lint_source(text, "big.py", Settings(), ast_codes={r.code for r in all_rules()}) == whole
     assert parsed  # the findings in methods and loops were placed from their own statement
 
