@@ -56,3 +56,11 @@ else:
         import libcst
 
         return sorted(set(globals()) | set(libcst.__all__))
+
+
+def load() -> None:
+    """Import libcst now: a parent about to fork workers that will all parse with it (phase 3)
+    imports it once, and every worker inherits it instead of importing it again."""
+    import sys
+
+    getattr(sys.modules[__name__], "Module")

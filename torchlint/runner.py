@@ -383,5 +383,9 @@ def _run_pool(items, sizes, settings_list, jobs: int, task):
     from torchlint.workers import map_chunked
 
     _load_engine()  # forked workers inherit it
+    if task is _lint_chunk:  # phase 3 parses with libcst: imported here once, not once per worker
+        from torchlint import _cst
+
+        _cst.load()
     # Workers die with the run (SIGKILL/SIGTERM of this process, Ctrl-C): see workers.py.
     return map_chunked(task, items, sizes, jobs, MAX_CHUNK, initializer=_init_worker, initargs=(settings_list,))
