@@ -7,29 +7,21 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from cache_support import OLD, new_project, write
 from torchlint import cache as cache_mod
 from torchlint.cli import main
 
 BAD = "import torch.nn as nn\n\nmodel = nn.DataParallel(model)\n"
 GOOD = "import torch.nn as nn\n\nmodel = nn.Linear(2, 2)\n"
-OLD = 1_600_000_000_000_000_000  # an mtime far in the past: not "racily clean"
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(cache_mod.ENV_VAR, raising=False)
-    (tmp_path / ".git").mkdir()
-    return tmp_path
-
-
-def write(path: Path, text: str, mtime_ns: int = OLD) -> None:
-    path.write_text(text)
-    os.utime(path, ns=(mtime_ns, mtime_ns))
+    return new_project(tmp_path, monkeypatch)
 
 
 def findings(capsys, *args):

@@ -7,19 +7,17 @@ candidate site. Each case runs in a fresh interpreter, since this one has libcst
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from torchlint import cache as cache_mod
+from cache_support import OLD, new_project, write
 
 # Uses torch, but no rule can fire on it: the prefilter stops it before libcst.
 PLAIN = "import torch\n\n\ndef scale(x):\n    return torch.relu(x) * 2\n"
 BAD = "import torch.nn as nn\n\nmodel = nn.DataParallel(model)\n"
-OLD = 1_600_000_000_000_000_000  # an mtime far in the past: not "racily clean"
 
 # Prints the run's JSON findings on stdout and, on stderr, whether libcst was loaded.
 PROBE = (
@@ -33,14 +31,7 @@ PROBE = (
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.delenv(cache_mod.ENV_VAR, raising=False)
-    (tmp_path / ".git").mkdir()
-    return tmp_path
-
-
-def write(path: Path, text: str, mtime_ns: int = OLD) -> None:
-    path.write_text(text)
-    os.utime(path, ns=(mtime_ns, mtime_ns))
+    return new_project(tmp_path, monkeypatch)
 
 
 def run(project: Path, code: str = PROBE) -> subprocess.CompletedProcess:
