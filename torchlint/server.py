@@ -1006,11 +1006,13 @@ def serve_stdio(debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
     # the cyclic collector re-scans them and the parser's cached statement trees on every edit.
     import gc
 
+    from torchlint import _cst
     from torchlint.engine import lint_source  # noqa: F401  (the engine and rules, before freezing)
     from torchlint.rules import all_rules
     from torchlint.runner import QUIET_GC_THRESHOLD
 
     all_rules()
+    _cst.load()  # libcst too (imported on first use elsewhere): every lint here parses with it
     gc.freeze()
     gc.set_threshold(*QUIET_GC_THRESHOLD)
     server.start_io(FramedReader(sys.stdin.buffer), sys.stdout.buffer)
