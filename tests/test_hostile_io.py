@@ -516,6 +516,28 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path, jobs):
     assert "internal error" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("body, code, err", [
+    ("return 130", 130, ""),  # main saw Ctrl-C: the process ends with 130, SIGINT ignored
+    ("raise KeyboardInterrupt", 130, "torchlint: interrupted"),  # a second Ctrl-C escaping main
+    ("return 1", 1, ""),
+])
+def test_the_command_exits_with_mains_code(body, code, err):
+    """``torchlint.cli.run`` (the console script and ``python -m torchlint``) exits with 130
+    after Ctrl-C even if another SIGINT arrives once it is handled."""
+    script = ("import os, signal, sys\nimport torchlint.cli as cli\n"
+              f"def main():\n    {body}\n"
+              "cli.main = main\n"
+              "real_exit = os._exit\n"
+              "def exit_once_ignored(code):\n"
+              "    os.kill(os.getpid(), signal.SIGINT)  # ignored by now\n"
+              "    real_exit(code)\n"
+              "os._exit = exit_once_ignored\n"
+              "cli.run()\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.strip() == err
+
+
 def test_keyboard_interrupt_replaced_by_an_exception_is_reraised():
     try:
         try:

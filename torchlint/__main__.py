@@ -1,6 +1,4 @@
-import sys
-
-from torchlint.cli import main
+from torchlint.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
