@@ -95,7 +95,8 @@ def dataloader_names(ctx) -> frozenset:
         from torchlint.torch_api import DATALOADER
 
         for node in body_nodes(ctx.module, ()):
-            if isinstance(node, (cst.Assign, cst.AnnAssign)) and isinstance(node.value, cst.Call):
+            kind = type(node)  # exact types: a failed isinstance of a libcst class is a Python call
+            if (kind is cst.Assign or kind is cst.AnnAssign) and type(node.value) is cst.Call:
                 if ctx.resolve_call(node.value) != DATALOADER:
                     continue
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]

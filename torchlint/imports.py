@@ -17,10 +17,11 @@ from torchlint.torch_api import STAR_EXPORTS, canonical_name
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     """``a.b.c`` for a Name/Attribute chain, else None (calls, subscripts, ...)."""
     parts: List[str] = []
-    while isinstance(node, cst.Attribute):
+    # exact types: a failed isinstance of a libcst node class (an ABC) costs a Python call
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))

@@ -91,7 +91,9 @@ def body_simple_statements(function: cst.FunctionDef) -> List[cst.BaseSmallState
 
 def method_call(node: cst.CSTNode) -> Optional[Tuple[cst.BaseExpression, str]]:
     """For ``obj.meth(...)`` return (obj, "meth"), else None."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    # exact types: libcst's nodes are ABCs, and a failed isinstance of one costs a Python call
+    # (ABCMeta.__instancecheck__); these classes have no subclasses
+    if type(node) is cst.Call and type(node.func) is cst.Attribute:
         return node.func.value, node.func.attr.value
     return None
 
@@ -176,10 +178,12 @@ def enclosing_function(ctx) -> Optional[cst.FunctionDef]:
 def enclosing_loops(ctx) -> List[cst.CSTNode]:
     """For/While loops around the current node, innermost first, stopping at the function."""
     loops = []
+    loop_kinds, scope_kinds = loop_types(), scope_types()
     for node in reversed(ctx.ancestors):
-        if isinstance(node, (cst.For, cst.While)):
+        kind = type(node)  # exact types, as in method_call
+        if kind in loop_kinds:
             loops.append(node)
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        elif kind in scope_kinds:
             break
     return loops
 

@@ -101,9 +101,12 @@ def walk(root: cst.CSTNode, skip: Tuple[type, ...] = (), include_root: bool = Tr
     """``root`` and every node below it in source order, not descending into ``skip`` types
     (their nodes are yielded, their children are not)."""
     stack = [root] if include_root else _children(root)[::-1]
+    # exact types when no skipped class has subclasses: a failed isinstance of a libcst node
+    # class (an ABC) costs a Python call per node
+    exact = frozenset(skip) if skip and not any(t.__subclasses__() for t in skip) else None
     while stack:
         node = stack.pop()
         yield node
-        if skip and isinstance(node, skip) and node is not root:
+        if skip and (type(node) in exact if exact is not None else isinstance(node, skip)) and node is not root:
             continue
         stack.extend(_children(node)[::-1])

@@ -63,22 +63,25 @@ def loop_sites(ctx, loop: cst.CSTNode) -> List[Site]:
         sites: List[Site] = []
         stack = [(child, (), False, 0) for child in reversed(_children(loop.body))]
         semantic = ctx.semantic
+        # exact types: a failed isinstance of a libcst node class (an ABC) is a Python call
+        scopes, loops, if_kinds = scope_types(), loop_types(), (cst.If, cst.IfExp)
         while stack:
             node, guards, grad_off, depth = stack.pop()
             sites.append(Site(node, guards, grad_off, depth))
-            if isinstance(node, scope_types()):
+            kind = type(node)
+            if kind in scopes:
                 continue
-            if isinstance(node, (cst.If, cst.IfExp)):
+            if kind in if_kinds:
                 inner = guards + (node.test,)
                 for child in reversed(_children(node)):
                     stack.append((child, guards if child is node.test else inner, grad_off, depth))
                 continue
-            if isinstance(node, cst.With):
+            if kind is cst.With:
                 off = grad_off or any(_turns_grad_off(semantic, item.item) for item in node.items)
                 for child in reversed(_children(node)):
                     stack.append((child, guards, off if child is node.body else grad_off, depth))
                 continue
-            inner_depth = depth + 1 if isinstance(node, loop_types()) else depth
+            inner_depth = depth + 1 if kind in loops else depth
             for child in reversed(_children(node)):
                 stack.append((child, guards, grad_off, inner_depth if child is getattr(node, "body", None) else depth))
         return sites

@@ -160,7 +160,8 @@ class ZeroGradSetToNone(Rule):
         def compute():
             root = scope.body if isinstance(scope, cst.ClassDef) else scope
             for n in walk(root, (cst.ClassDef,)):
-                if isinstance(n, cst.AugAssign) and isinstance(n.operator, (cst.AddAssign, cst.SubtractAssign)):
+                # exact types: a failed isinstance of a libcst node class (an ABC) is a Python call
+                if type(n) is cst.AugAssign and type(n.operator) in (cst.AddAssign, cst.SubtractAssign):
                     if _is_grad_attribute(n.target):
                         return True
                 target = method_call(n)
