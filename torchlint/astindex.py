@@ -72,39 +72,11 @@ def identifiers_of(node: ast.AST) -> Tuple[str, ...]:
     return ()
 
 
-def _assigned_from(calls: Iterable[Tuple[ast.Call, Path]], through: Collection[str]) -> Set[str]:
-    """Names bound to one of ``calls``' results, maybe through calls of ``through`` methods
-    (``x = torch.zeros(3).float()``): assignment, annotated assignment and walrus targets."""
-    names: Set[str] = set()
-    for call, path in calls:
-        node: ast.AST = call
-        i = len(path) - 1
-        while (i >= 1 and type(path[i]) is ast.Attribute and path[i].value is node and path[i].attr in through
-               and type(path[i - 1]) is ast.Call and path[i - 1].func is path[i]):
-            node, i = path[i - 1], i - 2
-        parent = path[i] if i >= 0 else None
-        if type(parent) is ast.Assign and parent.value is node:
-            for target in parent.targets:
-                names.update(n.id for n in ast.walk(target) if type(n) is ast.Name)
-        elif type(parent) in (ast.AnnAssign, ast.NamedExpr) and parent.value is node and type(parent.target) is ast.Name:
-            names.add(parent.target.id)
-    return names
-
-
-def _through(receiver: ast.AST, methods: Collection[str]) -> ast.AST:
+def through_calls(receiver: ast.AST, methods: Collection[str]) -> ast.AST:
     """The receiver of a chain of calls of ``methods``: ``x`` for ``x.float().view(3)``."""
     while type(receiver) is ast.Call and type(receiver.func) is ast.Attribute and receiver.func.attr in methods:
         receiver = receiver.func.value
     return receiver
-
-
-def callee_word(call: ast.Call) -> Optional[str]:
-    func = call.func
-    if type(func) is ast.Name:
-        return func.id
-    if type(func) is ast.Attribute:
-        return func.attr
-    return None
 
 
 class AstIndex:
@@ -304,38 +276,6 @@ class AstIndex:
                 return True
         return False
 
-    def call_then_method(self, callees: Sequence[str], methods: Sequence[str],
-                         through: Sequence[str] = (), named: bool = False) -> bool:
-        """A call of one of ``callees`` followed at once by ``.method(...)`` (``torch.zeros(3).cuda()``),
-        possibly through calls of ``through`` methods in between (``.float()``). Any callee counts
-        when one of ``callees`` is imported under another name or rebound. With ``named``, a
-        ``name.method(...)`` counts too when the file calls one of ``callees`` anywhere
-        (``x = torch.eye(3)`` ... ``x.cuda()``)."""
-        moves = self.method_calls(*methods)
-        if not moves:
-            return False
-        through = set(through)
-        # a callee called and moved at once: yes whatever the names stand for (the answer below
-        # would be yes too), and the occurrences of every callee need not be looked at
-        if any(type(receiver) is ast.Call and callee_word(receiver) in callees
-               for receiver in (_through(call.func.value, through) for call, _ in moves)):
-            return True
-        calls = self.calls_of(*callees)
-        if calls is not None and not calls:
-            return False  # the callees are never called
-        wanted = None if calls is None or self._aliased(callees) else set(callees)
-        # ``name.method()`` counts when ``name`` is assigned a callee's result (through ``through``
-        # methods) somewhere in the file: the rule follows no other binding
-        assigned = None if calls is None or not named else _assigned_from(calls, through)
-        for call, _ in moves:
-            receiver = call.func.value
-            if named and type(receiver) is ast.Name and (assigned is None or receiver.id in assigned):
-                return True
-            receiver = _through(receiver, through)
-            if type(receiver) is ast.Call and (wanted is None or callee_word(receiver) in wanted):
-                return True
-        return False
-
     # the module functions below, reachable from a rule's ast_candidate without an import
     keyword = staticmethod(lambda call, name: keyword(call, name))
     double_star = staticmethod(lambda call: double_star(call))
@@ -517,10 +457,6 @@ class AstIndex:
             if _init_may_store_first(node):
                 return True
         return False
-
-    def _aliased(self, names: Sequence[str]) -> bool:
-        return any(type(node) is ast.alias and node.asname and node.asname != ident
-                   for node, _, ident in self.occurrences(names))
 
 
 UNKNOWN = object()

@@ -114,33 +114,21 @@ def _spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
     return state.spans
 
 
-def _statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int,
-                     text: Optional[str] = None) -> Tuple[Dict[cst.CSTNode, Span], int]:
+def _statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int, text: Optional[str] = None,
+                     indents: Tuple[str, ...] = ()) -> Tuple[Dict[cst.CSTNode, Span], int]:
     """The spans of ``stmt``'s nodes generated from ``start``, and where it ends; with ``text``,
     an end of -1 unless the generated code is exactly ``text`` there (a partial module's code is
-    not the text: its statements are checked, not just their lengths)."""
+    not the text, and a nested statement's place is derived: they are checked, not just their
+    lengths). ``indents``: those of the indented blocks around a nested statement."""
     state = _OffsetState(module)
     state.offset = start
+    state.indent_tokens = list(indents)
     if text is not None:
         state.code = []
     stmt._codegen(state)
     if text is not None and "".join(state.code) != text[start:state.offset]:
         return state.spans, -1
     return state.spans, state.offset
-
-
-def _nested_statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int, indents: List[str],
-                            text: str) -> Optional[Dict[cst.CSTNode, Span]]:
-    """The spans of ``stmt``, a statement inside the indented blocks whose indents are
-    ``indents``, generated from ``start``; None unless its code is exactly ``text`` there."""
-    state = _OffsetState(module)
-    state.offset = start
-    state.indent_tokens = list(indents)
-    state.code = []
-    stmt._codegen(state)
-    if "".join(state.code) != text[start:state.offset]:
-        return None
-    return state.spans
 
 
 def _leading_line_count(stmt: cst.CSTNode) -> int:
@@ -222,24 +210,25 @@ class Positions:
         statement, then block, statement... down through compound statements' own bodies) that
         holds it; None when none below the top-level statement does or one cannot be placed."""
         top = path[1]
-        chain: List[Tuple[cst.CSTNode, List[str]]] = []  # (nested statement, indents of its blocks)
-        indents: List[str] = []
+        chain: List[Tuple[cst.CSTNode, Tuple[str, ...]]] = []  # (nested statement, indents of its blocks)
+        indents: Tuple[str, ...] = ()
         k = 1
         while k + 2 < len(path):
             parent, block, child = path[k], path[k + 1], path[k + 2]
             if (not isinstance(block, cst.IndentedBlock) or getattr(parent, "body", None) is not block
                     or not isinstance(child, (cst.SimpleStatementLine, cst.BaseCompoundStatement))):
                 break  # an else/except clause, or the block's own header or footer lines
-            indents = indents + [self.module.default_indent if block.indent is None else block.indent]
+            indents = indents + (self.module.default_indent if block.indent is None else block.indent,)
             chain.append((child, indents))
             k += 2
         for depth in range(len(chain) - 1, -1, -1):
             stmt, stmt_indents = chain[depth]
             if id(stmt) not in self._done:
-                start = self._nested_start(top, [c for c, _ in chain[:depth + 1]], path)
-                spans = None if start is None else _nested_statement_spans(
-                    self.module, stmt, start, stmt_indents, self.text)
-                if spans is None:
+                start = self._nested_start(top, [c for c, _ in chain[:depth + 1]])
+                if start is None:
+                    continue
+                spans, end = _statement_spans(self.module, stmt, start, self.text, stmt_indents)
+                if end < 0:
                     continue
                 self.spans.update(spans)
                 self._done.add(id(stmt))
@@ -247,7 +236,7 @@ class Positions:
                 return self.spans[node]
         return None
 
-    def _nested_start(self, top: cst.CSTNode, stmts: List[cst.CSTNode], path: List[cst.CSTNode]) -> Optional[int]:
+    def _nested_start(self, top: cst.CSTNode, stmts: List[cst.CSTNode]) -> Optional[int]:
         """Where the code of ``stmts[-1]`` (its leading comment and blank lines included)
         begins: its first line from CPython's tree of ``top``'s text, the same statement
         reached through the same bodies."""

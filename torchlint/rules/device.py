@@ -8,6 +8,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
+from torchlint.astindex import through_calls
 from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import with_keyword_args
@@ -250,12 +251,6 @@ def _may_build_on_host_ast(index, call: ast.AST) -> bool:
     return not any(kw.arg is None or kw.arg in _HOST_ON_PURPOSE for kw in call.keywords)
 
 
-def _through_chain(node: ast.AST) -> ast.AST:
-    while type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _CHAIN:
-        node = node.func.value
-    return node
-
-
 def _unpacked_values(value: Optional[ast.AST]) -> Iterator[ast.AST]:
     """``value`` and, for a tuple or list, every element at any depth (``a, (b, c) = x, (y, z)``
     binds ``b`` to ``y``: the semantic model unpacks it so)."""
@@ -282,7 +277,7 @@ def factory_then_move_ast(index) -> bool:
         receiver = call.func.value
         if type(receiver) is ast.Name:
             named.add(receiver.id)
-        elif _may_build_on_host_ast(index, _through_chain(receiver)):
+        elif _may_build_on_host_ast(index, through_calls(receiver, _CHAIN)):
             return True
     if not named:
         return False
@@ -292,7 +287,7 @@ def factory_then_move_ast(index) -> bool:
         for parent in reversed(parents):  # the assignment whose target holds the name
             kind = type(parent)
             if kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr):
-                if any(_may_build_on_host_ast(index, _through_chain(v)) for v in _unpacked_values(parent.value)):
+                if any(_may_build_on_host_ast(index, through_calls(v, _CHAIN)) for v in _unpacked_values(parent.value)):
                     return True
                 break
             if kind not in (ast.Tuple, ast.List, ast.Starred):
