@@ -190,3 +190,86 @@ def test_partial_parses_are_sound_on_timm():
         pytest.skip(f"{folder} is absent (python benchmarks/bench.py fetches it)")
     files = sorted(str(p) for p in folder.rglob("*.py"))
     assert [p for p in map(_partial_difference, files) if p] == []
+
+
+def test_project_facts_keep_a_file_whole(tmp_path):
+    """A helper the project index says runs every step (``log_stats``) has no candidate site of
+    its own; a partial parse made for another rule's site (TL202 in ``make``) once stubbed it
+    out, and TL201's finding there was lost."""
+    from torchlint.project import ProjectIndex, summarize
+
+    train = textwrap.dedent("""\
+        from metrics import log_stats
+
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = model(x, y)
+                loss.backward()
+                optimizer.step()
+                log_stats(loss)
+    """)
+    filler = "".join(f"\n\ndef helper_{i}(a, b):\n" + "".join(f"    a = a + b * {j}\n" for j in range(12))
+                     + "    return a\n" for i in range(12))
+    metrics = textwrap.dedent("""\
+        import torch
+
+
+        def log_stats(loss):
+            value = loss.item()
+            print(value)
+
+
+        def make(device):
+            x = torch.zeros(3).cuda()
+            return x
+    """) + filler
+    texts = {"train.py": train, "metrics.py": metrics}
+    facts = ProjectIndex({p: summarize(ast.parse(t), p, t) for p, t in texts.items()}).facts_for("metrics.py")
+    assert facts.digest
+    settings = Settings()
+    found = [(d.code, d.location.row) for d in engine.lint_source(metrics, "metrics.py", settings, project=facts)]
+    assert found == [("TL201", 5), ("TL202", 10)]
+    assert engine.lint_source(metrics, "metrics.py", settings, project=facts, incremental=True)[0].code == "TL201"
+    assert engine.statement_plan(metrics, "metrics.py", settings, engine.candidate_rules(
+        metrics, "metrics.py", settings, settings.codes_for_path("metrics.py"))) is not None  # a cut was possible
+
+
+@pytest.mark.parametrize("preview", [False, True])
+def test_every_fixture_lints_the_same_when_rules_walk_only_their_definitions(monkeypatch, preview):
+    """The editor's walk plan (``partial.walk_plan``): each rule walks only the definitions its
+    question says yes to. The same findings, ranges and fixes as when every rule walks every
+    statement, on every fixture, as written and between definitions no rule needs (one with a
+    loop, which the loop rules' questions look for)."""
+    real_plan = engine._walk_plan
+    plans = []
+    monkeypatch.setattr(engine, "_walk_plan", lambda *a: plans.append(real_plan(*a)) or plans[-1])
+    settings = Settings(preview=preview)
+    filler = "def _filler(x):\n    for i in range(3):\n        x += i\n    return x\n\n\n"
+    for path in sorted(FIXTURES.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for variant in (text, f"{filler}{text}\n\nclass _Filler:\n    y = 1\n    z = 2\n"):
+            if variant is not text and (text.startswith(("#!", "from __future__")) or "\nfrom __future__" in text):
+                continue  # must stay first
+            found = engine.lint_source(variant, str(path), settings, incremental=True)
+            with monkeypatch.context() as m:
+                m.setattr(engine, "_walk_plan", lambda *a: None)
+                every = engine.lint_source(variant, str(path), settings, incremental=True)
+            assert _as_json(found) == _as_json(every), path
+    spared = [plan for plan in plans if plan is not None and any(len(rules) < max(map(len, plan)) for rules in plan)]
+    assert len(spared) >= 20  # definitions were left out of some rule's walk
+
+
+def test_a_walk_plan_follows_the_module_statements():
+    tree = ast.parse(SOURCE)
+    groups = partial.statement_groups(tree)
+    assert [len(g) for g in groups] == [1, 1, 1, 1, 1, 2]  # `a = 1; b = 2` is one libcst statement
+    from torchlint.astindex import AstIndex
+    from torchlint.rules import all_rules
+
+    rules = [r for r in all_rules() if r.code in ("TL301", "TL701")]
+    plan = partial.walk_plan(tree, rules, AstIndex(tree, SOURCE))
+    codes = [[r.code for r in step] for step in plan]
+    # TL701's question says no for the file: it walks nothing; TL301 walks the class with the
+    # conv and the statements that are not definitions, not the functions
+    assert codes == [["TL301"], ["TL301"], [], ["TL301"], [], ["TL301"]]

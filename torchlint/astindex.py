@@ -33,6 +33,7 @@ from torchlint.torch_api import STAR_EXPORTS, canonical_name
 Path = Tuple[ast.AST, ...]  # the ancestors of a node, outermost (the Module) first
 
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WORD_CHAR = re.compile(r"\w")
 _IMPORT_WORD = re.compile(r"(?<!\w)import(?!\w)")
 # What Python allows between `=` and the first name of its value: whitespace, continuations,
@@ -87,11 +88,13 @@ class AstIndex:
         self.torch_version = torch_version
         self._bindings: Optional[Dict[str, Set[str]]] = None
         self._kids: Dict[int, list] = {}  # id(node) -> its children with their line ranges
-        self._word_cache: Dict[Tuple[str, bool, bool], List[int]] = {}
+        self._word_cache: Dict[tuple, List[int]] = {}  # (word, call, attribute) or (pattern, flags, None)
         self._star: List[str] = []
         self._line_starts: Optional[List[int]] = None
         self._on_line: Dict[int, List[Tuple[ast.AST, Path]]] = {}
         self._restricted_roots: List[ast.Module] = []
+        #: for a restricted index, the first and last lines of its statements, in order
+        self._spans: Optional[Tuple[List[int], List[int]]] = None
 
     def restricted(self, statements: Sequence[ast.stmt]) -> "AstIndex":
         """An index of the same text whose questions see only ``statements`` (top-level
@@ -106,17 +109,24 @@ class AstIndex:
         index._restricted_roots = self._restricted_roots
         # the whole file's name bindings (they are "in any scope" anyway): computed once
         index._bindings, index._star = self.bindings(), self._star
+        spans = sorted((statement_first_line(s), s.end_lineno or s.lineno) for s in statements)
+        index._spans = ([a for a, _ in spans], [b for _, b in spans])
         return index
 
     # -- where words occur -----------------------------------------------------------------------
     def lines_matching(self, pattern: "re.Pattern[str]") -> List[int]:
         """1-based lines where ``pattern`` matches the text (in code, strings or comments)."""
+        key = (pattern.pattern, pattern.flags, None)
+        lines = self._word_cache.get(key)  # shared with the restricted indexes
+        if lines is not None:
+            return lines
         starts = self._lines()
         lines = []
         for match in pattern.finditer(self.text):
             line = bisect.bisect_right(starts, match.start())
             if not lines or lines[-1] != line:
                 lines.append(line)
+        self._word_cache[key] = lines
         return lines
 
     def nodes_on(self, line: int) -> List[Tuple[ast.AST, Path]]:
@@ -125,6 +135,11 @@ class AstIndex:
         found = self._on_line.get(line)
         if found is not None:
             return found
+        if self._spans is not None:  # a restricted index: most lines are outside its statements
+            firsts, lasts = self._spans
+            i = bisect.bisect_right(firsts, line) - 1
+            if i < 0 or line > lasts[i]:
+                return []
         found = []
         stack: List[Tuple[ast.AST, Path]] = [(self.tree, ())]
         while stack:
@@ -434,6 +449,18 @@ class AstIndex:
         for node, parents, _ in self.occurrences(keywords):
             if type(node) is ast.keyword and type(parents[-1]) is ast.Call:
                 found.append((parents[-1], node, parents[:-1]))
+        return found
+
+    def loops(self) -> List[Tuple[ast.AST, Path]]:
+        """Every ``for``, ``async for`` and ``while`` statement, with its ancestors (found from
+        the lines where the keyword occurs: a loop spans the line of its keyword)."""
+        found, seen = [], set()
+        for word in ("for", "while"):
+            for line in self.word_lines(word):
+                for node, parents in self.nodes_on(line):
+                    if type(node) in _LOOPS and id(node) not in seen:
+                        seen.add(id(node))
+                        found.append((node, parents))
         return found
 
     def backward_calls(self) -> bool:

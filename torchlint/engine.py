@@ -27,7 +27,7 @@ from torchlint.context import (
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import refusal, too_large
 from torchlint.parsing import LARGE_FILE_CHARS, IncrementalParser, parse_ast, parse_with_lines
-from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements
+from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements, walk_plan
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
 from torchlint.rules import ENGINE_CODES, all_rules
@@ -36,8 +36,36 @@ from torchlint.suppression import filter_suppressed
 from torchlint.workers import collector_paused
 from torchlint.tree import _children
 
-def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
-    """One pass over the tree, calling every rule's ``visit_X``/``leave_X`` for node type X."""
+def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule],
+         plan: Optional[Sequence[Sequence[type]]] = None) -> None:
+    """One pass over the tree, calling every rule's ``visit_X``/``leave_X`` for node type X.
+    ``plan``: for each statement of ``module.body``, the classes of the rules that walk it
+    (``partial.walk_plan``); every rule still visits and leaves the ``Module``."""
+    everyone = _dispatch(rules)
+    if plan is None:
+        _walk_from(module, everyone, ctx.ancestors)
+        return
+    visit, leave = everyone
+    for fn in visit.get("Module", ()):
+        fn(module)
+    tables: Dict[frozenset, tuple] = {}
+    ancestors = ctx.ancestors
+    ancestors.append(module)
+    for statement, classes in zip(module.body, plan):
+        if not classes:
+            continue
+        key = frozenset(classes)
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = _dispatch([r for r in rules if type(r) in key])
+        _walk_from(statement, table, ancestors)
+    ancestors.pop()
+    for fn in leave.get("Module", ()):
+        fn(module)
+
+
+def _dispatch(rules: Sequence[Rule]) -> Tuple[Dict[str, List[Callable]], Dict[str, List[Callable]]]:
+    """node type name -> the rules' bound ``visit_X`` methods, and their ``leave_X`` methods."""
     visit: Dict[str, List[Callable]] = {}
     leave: Dict[str, List[Callable]] = {}
     for rule in rules:
@@ -46,9 +74,13 @@ def walk(module: cst.Module, ctx: FileContext, rules: Sequence[Rule]) -> None:
                 visit.setdefault(attr[6:], []).append(getattr(rule, attr))
             elif attr.startswith("leave_"):
                 leave.setdefault(attr[6:], []).append(getattr(rule, attr))
+    return visit, leave
+
+
+def _walk_from(root: cst.CSTNode, tables, ancestors: List[cst.CSTNode]) -> None:
+    visit, leave = tables
     no_calls = ()
-    ancestors = ctx.ancestors
-    stack: List[Tuple[cst.CSTNode, bool]] = [(module, False)]
+    stack: List[Tuple[cst.CSTNode, bool]] = [(root, False)]
     push, pop = stack.append, stack.pop
     while stack:
         node, leaving = pop()
@@ -163,7 +195,7 @@ def lint_source(
             else:
                 if ast_codes is not None:  # phase 1 made the plan for these rules (or found none)
                     plan = plan or getattr(ast_codes, "plan", None)
-                elif plan is None and prefilter:
+                elif plan is None and prefilter and not _facts_read(candidates, project):
                     plan = statement_plan(text, path, settings, candidates, tree, index)
                 cut = partial_text(text, plan) if plan is not None else None
                 if cut is not None:
@@ -186,9 +218,12 @@ def lint_source(
         else:
             if project is None and any(r.uses_project for r in candidates):
                 project = single_file_facts(text, path, tree)
+            walks = None
+            if incremental and index is not None:  # an editor: walk only where each rule's visits matter
+                walks = _walk_plan(module, tree, candidates, index, project)
             try:
                 found = check_module(module, text, path, settings, candidates, project, tree, first_lines,
-                                     stubs=_stubs(module, plan) if cut is not None else None)
+                                     stubs=_stubs(module, plan) if cut is not None else None, walks=walks)
             except PartialMismatch:  # a position in a left-out body, or one not placed exactly:
                 del module  # the same rules on a whole parse (no prefilter: they passed it)
                 return lint_source(text, path, settings, rules=candidates, prefilter=False, project=project)
@@ -225,6 +260,24 @@ def _parse_cut(cut: str, plan: Plan) -> Tuple[Optional[cst.Module], Optional[Lis
     if len(module.body) != len(plan.pieces):
         return None, None
     return module, list(plan.first_lines)
+
+
+def _facts_read(rules: Sequence[Type[Rule]], project: Optional[FileFacts]) -> List[Type[Rule]]:
+    """The rules that read project facts, when there are some: a fact (a helper that runs every
+    step) may make them fire in a definition no ast question says yes to, so they must see
+    every definition (no partial parse; every statement walked)."""
+    return [r for r in rules if r.uses_project] if project is not None and project.digest else []
+
+
+def _walk_plan(module: cst.Module, tree: ast.Module, rules: Sequence[Type[Rule]], index: AstIndex,
+               project: Optional[FileFacts]) -> Optional[Tuple[Tuple[Type[Rule], ...], ...]]:
+    """``partial.walk_plan`` for ``module`` (CPython's ``tree`` of the same text), or None when
+    its statements do not line up with libcst's. With project facts, the rules that read them
+    walk everything: a fact may make them fire where no ast question can see."""
+    plan = walk_plan(tree, rules, index, _facts_read(rules, project))
+    if plan is None or len(plan) != len(module.body):
+        return None
+    return plan
 
 
 def _stubs(module: cst.Module, plan: Optional[Plan]) -> frozenset:
@@ -307,10 +360,12 @@ def first_pass(text: str, path: str, settings):
 
 def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]],
                  project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None,
-                 first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None) -> List[Diagnostic]:
+                 first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None,
+                 walks: Optional[Sequence[Sequence[Type[Rule]]]] = None) -> List[Diagnostic]:
     """The findings of ``rules`` on ``module``. ``stubs``: ``module`` is a partial parse
     (``partial.py``) whose statements with these ids stand for left-out bodies; a position
-    needed there raises ``PartialMismatch``."""
+    needed there raises ``PartialMismatch``. ``walks``: which rules walk each statement of
+    ``module.body`` (``partial.walk_plan``); None: all of them."""
     ctx = FileContext(path, text, module, settings, project)
     tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
     paths: Dict[int, List[cst.CSTNode]] = {}  # id(pending finding) -> the walk's ancestors then
@@ -326,7 +381,7 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
 
     ctx.report = report_in_statement  # positions are then generated for those statements only
     try:
-        walk(module, ctx, [rule(ctx) for rule in rules])
+        walk(module, ctx, [rule(ctx) for rule in rules], walks)
         if not ctx.pending:
             return []
         positions = Positions(module, text, tree if stubs is None else None, first_lines, stubs)

@@ -22,7 +22,7 @@ questions.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Collection, List, NamedTuple, Optional, Sequence, Tuple, Type
 
 from torchlint.astindex import statement_first_line
 
@@ -76,12 +76,7 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
         return None  # line ends a line table of "\n" would get wrong
     total = text.count("\n") + 1
     base = [s for s in body if not isinstance(s, _DEFINITIONS)]
-    groups: List[List[ast.stmt]] = []
-    for stmt in body:  # statements after `;` stay with their line
-        if groups and statement_first_line(stmt) <= _end(groups[-1][-1]):
-            groups[-1].append(stmt)
-        else:
-            groups.append([stmt])
+    groups = statement_groups(tree)  # statements after `;` stay with their line
     firsts = [statement_first_line(g[0]) for g in groups]
     # Whole-definition cuts first (cheap), the questions only where a cut pays
     candidates = []
@@ -159,3 +154,50 @@ def kept_rules(codes, plan: Optional[Plan]) -> KeptRules:
     kept = KeptRules(codes)
     kept.plan = plan
     return kept
+
+
+# -- walking only where a rule's visits can matter -----------------------------------------------
+
+def statement_groups(tree: ast.Module) -> List[List[ast.stmt]]:
+    """CPython's top-level statements as libcst's module body holds them: statements that share
+    a line (``a = 1; b = 2``) are one."""
+    groups: List[List[ast.stmt]] = []
+    for stmt in tree.body:
+        if groups and statement_first_line(stmt) <= _end(groups[-1][-1]):
+            groups[-1].append(stmt)
+        else:
+            groups.append([stmt])
+    return groups
+
+
+def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
+              whole: Collection[Type["Rule"]] = ()) -> Optional[Tuple[Tuple[Type["Rule"], ...], ...]]:
+    """For each top-level statement of the module (``statement_groups``), the ``rules`` whose
+    visits there can matter; None: every rule walks every statement (no rule is spared a
+    definition). A rule whose ``ast_candidate`` says no for the whole file walks nothing (it
+    cannot fire); otherwise it walks every statement that is not a definition and each
+    definition its ``walk_question`` (``rules/base.py``), asked of that definition and the
+    statements that are not definitions (``AstIndex.restricted``), says yes to. ``whole``: rules
+    that must walk everything (project facts may make them fire where no question can see)."""
+    groups = statement_groups(tree)
+    if len(groups) < 2:
+        return None
+    walking = []  # (rule, its question or None: every statement)
+    for rule in rules:
+        if rule.ast_candidate is None or rule in whole:
+            walking.append((rule, None))
+        elif rule.ast_candidate(index):
+            walking.append((rule, rule.walk_question()))
+    if all(question is None for _, question in walking):
+        return None
+    base = [s for s in tree.body if not isinstance(s, _DEFINITIONS)]
+    everyone = tuple(rule for rule, _ in walking)
+    plan: List[Tuple[Type["Rule"], ...]] = []
+    for group in groups:
+        stmt = group[0]
+        if len(group) > 1 or not isinstance(stmt, _DEFINITIONS):
+            plan.append(everyone)
+            continue
+        restricted = index.restricted(base + [stmt])
+        plan.append(tuple(rule for rule, question in walking if question is None or question(restricted)))
+    return tuple(plan)

@@ -68,6 +68,14 @@ class Rule:
     #: (``torchlint/partial.py``). False for rules that pair sites across definitions in
     #: ``leave_Module`` or read the whole module up front.
     statement_local: ClassVar[bool] = True
+    #: For a rule that is not ``statement_local``: the question, asked of one top-level
+    #: definition and the module's statements that are not definitions, whether the rule's own
+    #: visits in that definition can matter (hold a finding, or collect what a finding elsewhere
+    #: needs). Where it says no the engine's walk skips the definition for this rule; the rule
+    #: still reads it through ``ctx`` (the semantic model, helpers). Must be sound like
+    #: ``ast_candidate``. None: the rule walks every definition. A ``statement_local`` rule's
+    #: question is its ``ast_candidate`` (``walk_question``).
+    walk_candidate: ClassVar[Optional[Callable[["AstIndex"], bool]]] = None
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx
@@ -87,6 +95,14 @@ class Rule:
         if cls.min_torch_version is not None and version < cls.min_torch_version:
             return False
         return cls.max_torch_version is None or version < cls.max_torch_version
+
+    @classmethod
+    def walk_question(cls) -> Optional[Callable[["AstIndex"], bool]]:
+        """Which definitions the rule's visits must see (``partial.walk_plan``): its
+        ``walk_candidate``, else for a statement-local rule its ``ast_candidate``; None: all."""
+        if cls.walk_candidate is not None:
+            return cls.walk_candidate
+        return cls.ast_candidate if cls.statement_local else None
 
     @classmethod
     def may_fire(cls, text: str) -> bool:

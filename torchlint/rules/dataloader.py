@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 from typing import Dict, List, Optional, Set, Tuple
 
 from torchlint import _cst as cst
@@ -60,6 +62,7 @@ class DataLoaderNumWorkers(Rule):
 
     code = "TL101"
     statement_local = False  # reads a dataset class of the same file
+    walk_candidate = staticmethod(lambda index: index.called("DataLoader"))  # its visits: loader calls
     name = "dataloader-num-workers"
     summary = "`DataLoader` loads data in the main process (`num_workers` omitted or 0)."
     message = "`DataLoader` loads batches in the main process; set `num_workers` > 0"
@@ -171,6 +174,9 @@ class DataLoaderPinMemory(Rule):
     hint = "Pinned memory makes the copy faster and lets `non_blocking=True` overlap it with GPU work."
     requires = (("DataLoader",),)
     ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
+    # its visits collect loader calls and loops that move what they iterate to a device
+    walk_candidate = staticmethod(lambda index: index.called("DataLoader") or any(
+        any(type(p) in (ast.For, ast.AsyncFor) for p in parents) for _, parents in index.method_calls("cuda", "to")))
     fix_applicability = SAFE
     uses_project = True
 

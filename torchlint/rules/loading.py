@@ -47,6 +47,14 @@ def _may_be_positive(value) -> bool:
     return value is UNKNOWN or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
 
 
+def _loader_with_workers(index) -> bool:
+    """A ``DataLoader`` call that may start workers: ``num_workers`` passed (by keyword, or at
+    its position); an omitted one means none, and TL103 has nothing to keep alive."""
+    calls = index.calls_of("DataLoader")
+    return calls is None or any(
+        len(call.args) > NUM_WORKERS or any(k.arg == "num_workers" for k in call.keywords) for call, _ in calls)
+
+
 def _single_epoch(loop: cst.CSTNode) -> bool:
     """``for _ in range(1):`` runs its body once."""
     if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call)):
@@ -108,7 +116,9 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         "copy, worker_init_fn)."
     )
     requires = (("DataLoader",), ("num_workers",))
-    ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
+    ast_candidate = staticmethod(lambda index: _loader_with_workers(index))
+    # its visits collect loader calls, calls made in loops and the loaders loops iterate
+    walk_candidate = staticmethod(lambda index: index.called("DataLoader") or bool(index.loops()))
     fix_applicability = UNSAFE
     min_torch_version = (1, 7)
     tags = ("performance",)

@@ -9,6 +9,7 @@ the rules silent.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
@@ -346,6 +347,7 @@ class DdpNoSync(Rule):
     )
     requires = (("DistributedDataParallel",), (_BACKWARD,))
     ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
+    walk_candidate = staticmethod(lambda index: index.backward_calls())  # a loop is looked at for its own backward
     tags = ("performance", "distributed")
 
     def visit_For(self, node: cst.For) -> None:
@@ -429,6 +431,7 @@ class RetainedGraph(Rule):
     hint = "The container outlives the step, so every step's autograd graph stays alive and memory grows."
     requires = ((_BACKWARD,),)
     ast_candidate = staticmethod(lambda index: index.backward_calls())
+    walk_candidate = staticmethod(lambda index: index.backward_calls())  # a loop is looked at for its own backward
     fix_applicability = UNSAFE
     tags = ("memory",)
 
@@ -661,6 +664,7 @@ class NoGradInEval(Rule):
     )
     requires = ((re.compile("(?i)loader"),), (re.compile("(?i)eval|val|test|predict|infer"),))
     ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True))
+    walk_candidate = staticmethod(lambda index: any(type(loop) is not ast.While for loop, _ in index.loops()))
     tags = ("performance", "memory")
 
     def visit_For(self, node: cst.For) -> None:
