@@ -27,7 +27,7 @@ from torchlint.context import (
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import refusal, too_large
 from torchlint.parsing import LARGE_FILE_CHARS, IncrementalParser, parse_ast, parse_with_lines
-from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements, walk_plan
+from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements, walk_plan, walk_plan_key
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
 from torchlint.rules import ENGINE_CODES, all_rules
@@ -104,6 +104,8 @@ def _walk_from(root: cst.CSTNode, tables, ancestors: List[cst.CSTNode]) -> None:
 
 
 _INCREMENTAL = IncrementalParser()
+# An editor's walk plans: (walk_plan_key) -> a definition's text -> the rules that walk it.
+_WALK_ANSWERS: Dict[tuple, Dict[str, tuple]] = {}
 
 
 def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:
@@ -274,7 +276,15 @@ def _walk_plan(module: cst.Module, tree: ast.Module, rules: Sequence[Type[Rule]]
     """``partial.walk_plan`` for ``module`` (CPython's ``tree`` of the same text), or None when
     its statements do not line up with libcst's. With project facts, the rules that read them
     walk everything: a fact may make them fire where no ast question can see."""
-    plan = walk_plan(tree, rules, index, _facts_read(rules, project))
+    whole = _facts_read(rules, project)
+    key = walk_plan_key(tree, rules, index, whole)
+    answers = _WALK_ANSWERS.pop(key, None)
+    if answers is None or len(answers) > 10_000:
+        answers = {}
+    _WALK_ANSWERS[key] = answers  # the newest last
+    while len(_WALK_ANSWERS) > 8:  # a few buffers' worth
+        del _WALK_ANSWERS[next(iter(_WALK_ANSWERS))]
+    plan = walk_plan(tree, rules, index, whole, answers)
     if plan is None or len(plan) != len(module.body):
         return None
     return plan

@@ -22,7 +22,7 @@ questions.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Collection, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Collection, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
 
 from torchlint.astindex import statement_first_line
 
@@ -171,14 +171,18 @@ def statement_groups(tree: ast.Module) -> List[List[ast.stmt]]:
 
 
 def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
-              whole: Collection[Type["Rule"]] = ()) -> Optional[Tuple[Tuple[Type["Rule"], ...], ...]]:
+              whole: Collection[Type["Rule"]] = (),
+              answers: Optional[Dict[tuple, Tuple[Type["Rule"], ...]]] = None) -> Optional[Tuple[Tuple[Type["Rule"], ...], ...]]:
     """For each top-level statement of the module (``statement_groups``), the ``rules`` whose
     visits there can matter; None: every rule walks every statement (no rule is spared a
     definition). A rule whose ``ast_candidate`` says no for the whole file walks nothing (it
     cannot fire); otherwise it walks every statement that is not a definition and each
     definition its ``walk_question`` (``rules/base.py``), asked of that definition and the
     statements that are not definitions (``AstIndex.restricted``), says yes to. ``whole``: rules
-    that must walk everything (project facts may make them fire where no question can see)."""
+    that must walk everything (project facts may make them fire where no question can see).
+    ``answers``: (rules asked, a definition's text) -> the rules that walk it, kept by the caller from an
+    earlier plan of the same ``rules`` over the same other statements (``walk_plan_key``): an
+    answer depends on nothing else, so an editor asks again only about the definitions typed in."""
     groups = statement_groups(tree)
     if len(groups) < 2:
         return None
@@ -192,12 +196,35 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
         return None
     base = [s for s in tree.body if not isinstance(s, _DEFINITIONS)]
     everyone = tuple(rule for rule, _ in walking)
+    asked = tuple(rule.code for rule, question in walking if question is not None)
     plan: List[Tuple[Type["Rule"], ...]] = []
     for group in groups:
         stmt = group[0]
         if len(group) > 1 or not isinstance(stmt, _DEFINITIONS):
             plan.append(everyone)
             continue
-        restricted = index.restricted(base + [stmt])
-        plan.append(tuple(rule for rule, question in walking if question is None or question(restricted)))
+        # the rules walking may change with the file's other definitions: part of the key
+        key = (asked, _source(index, stmt)) if answers is not None else None
+        chosen = answers.get(key) if answers is not None else None
+        if chosen is None:
+            restricted = index.restricted(base + [stmt])
+            chosen = tuple(rule for rule, question in walking if question is None or question(restricted))
+            if answers is not None:
+                answers[key] = chosen
+        plan.append(chosen)
     return tuple(plan)
+
+
+def walk_plan_key(tree: ast.Module, rules: Sequence[Type["Rule"]], index, whole: Collection[Type["Rule"]] = ()) -> tuple:
+    """What a definition's answer in ``walk_plan`` depends on besides its own text: the rules,
+    the statements that are not definitions, the file's name bindings, the torch version."""
+    base = tuple(_source(index, s) for s in tree.body if not isinstance(s, _DEFINITIONS))
+    bindings = tuple(sorted((name, tuple(sorted(qs))) for name, qs in index.bindings().items()))
+    return (tuple(r.code for r in rules), tuple(r.code for r in whole), base, bindings, index.torch_version)
+
+
+def _source(index, stmt: ast.stmt) -> str:
+    """A top-level statement's text, decorators included."""
+    starts = index._lines()
+    last = _end(stmt)
+    return index.text[starts[statement_first_line(stmt) - 1]:starts[last] if last < len(starts) else len(index.text)]

@@ -334,8 +334,21 @@ class SemanticModel:
                 self._walk([pending])
                 if id(node) in self.scope_of_node:
                     return
-        while self._deferred:  # a node elsewhere in the file
+        # a node elsewhere in the file: first the methods of the classes around the rule (a
+        # `self.<attr>` bound in `__init__`), then the other bodies, until one holds it (a body's
+        # model does not depend on the others': each binds in its own scope)
+        for ancestor in self._ancestors() if self._ancestors is not None else ():
+            if type(ancestor) is cst.ClassDef:
+                for method in self.scopes[id(ancestor)].methods if id(ancestor) in self.scopes else ():
+                    pending = self._deferred.pop(id(method), None)
+                    if pending is not None:
+                        self._walk([pending])
+                        if id(node) in self.scope_of_node:
+                            return
+        while self._deferred:
             self._walk([self._deferred.popitem()[1]])
+            if id(node) in self.scope_of_node:
+                return
 
     def _walk(self, stack: List[tuple]) -> None:
         # (node, scope, blocks) or a marker (None, bindings, None) that sets their order when popped.
