@@ -41,6 +41,19 @@ def _temp_files(root: Path):
     return [p for p in root.rglob(".torchlint-*")]
 
 
+def _wait_for_owners(root: Path, limit: float = 10.0) -> None:
+    """Until the processes named in the temporary files under ``root`` have exited (or ``limit``
+    seconds): only then are their files the next run's to reap."""
+    from torchlint.atomic import _pid_alive
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        pids = {int(p.name.split("-")[1]) for p in _temp_files(root) if p.name.split("-")[1].isdigit()}
+        if not any(_pid_alive(pid) for pid in pids):
+            return
+        time.sleep(0.05)
+
+
 def test_killed_fix_runs_leave_every_file_whole(tmp_path):
     originals = _corpus(tmp_path / "orig")
     reference = tmp_path / "ref"
@@ -79,6 +92,7 @@ def test_killed_fix_runs_leave_every_file_whole(tmp_path):
             elif now != original:
                 damaged += 1
         leftovers += bool(_temp_files(work))
+        _wait_for_owners(work)  # a worker the kill orphaned may still be finishing (a loaded machine)
         # The next run (a plain lint) reaps what the killed one left behind.
         subprocess.run(CLI + ["--no-cache", "-q", "."], cwd=work, capture_output=True, timeout=300)
         assert _temp_files(work) == [], f"run {run}: temporary files left after the next run"
@@ -112,3 +126,24 @@ def test_concurrent_runs_share_one_tree_and_cache(tmp_path):
     print(f"\nconcurrent runs: {8 * rounds} runs, wrong results {wrong}", file=sys.stderr)
     assert wrong == 0
     assert _temp_files(tmp_path) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are read from /proc (Linux)")
+def test_a_zombie_owner_does_not_keep_its_temporary_file(tmp_path):
+    """A pool worker orphaned by a killed run can stay a zombie (a container's first process may
+    reap no one): it writes nothing any more, so its file is stale."""
+    from torchlint.atomic import _pid_alive, reap_stale
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _pid_alive(child.pid):
+        time.sleep(0.02)  # exited, not waited for yet: a zombie
+    assert Path(f"/proc/{child.pid}/stat").exists() and not _pid_alive(child.pid)
+    assert _pid_alive(os.getpid())
+    stale = tmp_path / f".torchlint-{child.pid}-abc.tmp"
+    stale.write_text("half")
+    alive = tmp_path / f".torchlint-{os.getpid()}-def.tmp"
+    alive.write_text("mine")
+    reap_stale(str(tmp_path))
+    child.wait()
+    assert not stale.exists() and alive.exists()

@@ -310,7 +310,18 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:  # exists, another user's
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited and waits to be reaped (a pool worker orphaned by a killed run,
+    in a container whose first process reaps no one): it writes nothing any more. Linux only."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] == b"Z"  # the state follows the command's closing bracket
 
 
 def reap_stale(directory: str, names: Optional[Iterable[str]] = None) -> int:
