@@ -22,7 +22,7 @@ questions.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Collection, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
 
 from torchlint.astindex import statement_first_line
 
@@ -186,7 +186,7 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     groups = statement_groups(tree)
     if len(groups) < 2:
         return None
-    walking = []  # (rule, its question or None: every statement)
+    walking: List[Tuple[Type["Rule"], Optional[Callable[..., bool]]]] = []  # (rule, its question or None: every statement)
     for rule in rules:
         if rule.ast_candidate is None or rule in whole:
             walking.append((rule, None))
@@ -204,7 +204,7 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
             plan.append(everyone)
             continue
         # the rules walking may change with the file's other definitions: part of the key
-        key = (asked, _source(index, stmt)) if answers is not None else None
+        key = (asked, _source(index, stmt))
         chosen = answers.get(key) if answers is not None else None
         if chosen is None:
             restricted = index.restricted(base + [stmt])
