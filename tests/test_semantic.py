@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 
@@ -210,3 +211,53 @@ def test_attribute_names_and_keywords_are_not_reads():
     attr = next(n for n in walk(module) if isinstance(n, cst.Attribute)).attr
     keyword = next(n for n in walk(module) if isinstance(n, cst.Arg) and n.keyword is not None).keyword
     assert sm.lookup(attr) is None and sm.lookup(keyword) is None
+
+
+def test_small_statements_are_every_simple_statement_of_a_walk():
+    """``tree.small_statements`` (dataloader_names' scan) finds what a walk of every node finds,
+    in functions, classes, branches, handlers and match cases, never inside an expression."""
+    import libcst
+
+    from torchlint.tree import small_statements, walk
+
+    source = textwrap.dedent('''\
+        import torch
+        x = 1; y = 2
+        def f(a):
+            if a:
+                b = torch.zeros(3)
+            elif a > 1:
+                pass
+            else:
+                return [lambda: 0 for _ in range(3)]
+            for i in a:
+                continue
+            else:
+                del a
+            while a:
+                break
+            try:
+                raise ValueError
+            except ValueError:
+                c: int = 3
+            finally:
+                global g
+            with open(a) as h: h.read()
+            match a:
+                case 1:
+                    assert a
+        class C:
+            z = 3
+            def m(self):
+                nonlocal_ = 1
+        ''')
+    module = libcst.parse_module(source)
+    found = list(small_statements(module))
+    expected = [n for n in walk(module) if isinstance(n, libcst.BaseSmallStatement)]
+    assert sorted(map(id, found)) == sorted(map(id, expected)) and len(found) == len(expected) == 16
+    # the repository's own modules and the fixtures too
+    root = Path(__file__).resolve().parent.parent
+    for path in [*root.joinpath("fixtures").rglob("*.py"), *root.joinpath("torchlint").rglob("*.py")]:
+        module = libcst.parse_module(path.read_text(encoding="utf-8"))
+        found = [id(n) for n in small_statements(module)]
+        assert sorted(found) == sorted(id(n) for n in walk(module) if isinstance(n, libcst.BaseSmallStatement)), path

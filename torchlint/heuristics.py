@@ -94,9 +94,14 @@ def dataloader_names(ctx) -> frozenset:
         from torchlint.imports import dotted_name
         from torchlint.torch_api import DATALOADER
 
-        for node in body_nodes(ctx.module, ()):
+        from torchlint.tree import small_statements
+
+        for node in small_statements(ctx.module):
             kind = type(node)  # exact types: a failed isinstance of a libcst class is a Python call
             if (kind is cst.Assign or kind is cst.AnnAssign) and type(node.value) is cst.Call:
+                callee = dotted_name(node.value.func)
+                if callee is not None and "." in callee and not callee.endswith(".DataLoader"):
+                    continue  # `a.b.f(...)` resolves to a name ending in `f`, never DataLoader
                 if ctx.resolve_call(node.value) != DATALOADER:
                     continue
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]

@@ -734,7 +734,14 @@ class SemanticModel:
         from torchlint.tree import walk
 
         for n in walk(node, scope_node_types()):
-            if not isinstance(n, cst.Name) or id(n) in seen:
+            kind = type(n)
+            # `x.attr` and `f(key=v)` read no name `attr` or `key`: asking about them found no
+            # binding, after walking every function body of the file for them
+            if kind is cst.Attribute:
+                seen.add(id(n.attr))
+            elif kind is cst.Arg and n.keyword is not None:
+                seen.add(id(n.keyword))
+            if kind is not cst.Name or id(n) in seen:
                 continue
             seen.add(id(n))
             for b in self.lookup(n) or ():

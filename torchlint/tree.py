@@ -110,3 +110,29 @@ def walk(root: cst.CSTNode, skip: Tuple[type, ...] = (), include_root: bool = Tr
         if skip and (type(node) in exact if exact is not None else isinstance(node, skip)) and node is not root:
             continue
         stack.extend(_children(node)[::-1])
+
+
+# Where a statement keeps the statements under it: blocks, clauses and their bodies.
+_STATEMENT_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+def small_statements(root: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
+    """Every simple statement under ``root`` (``x = f()``, ``return x``, ``import y``...), in
+    functions and classes too, without visiting a single expression: a tenth of a walk."""
+    stack: List[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+            yield from node.body
+            continue
+        if kind is cst.Lambda or isinstance(node, cst.BaseExpression):
+            continue  # `body` of a lambda is an expression
+        for field in _STATEMENT_FIELDS:
+            value = getattr(node, field, None)
+            if value is None:
+                continue
+            if type(value) is tuple or type(value) is list:
+                stack.extend(reversed(value))
+            elif isinstance(value, cst.CSTNode):
+                stack.append(value)
