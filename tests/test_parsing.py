@@ -3,13 +3,15 @@ falls back to a whole parse whenever a split could be unfaithful."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
+from typing import List
 
 import libcst as cst
 import pytest
 
 from torchlint import parsing
-from torchlint.parsing import IncrementalParser
+from torchlint.parsing import IncrementalAst, IncrementalParser
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "fixtures").glob("*.py")) + sorted((ROOT / "torchlint").rglob("*.py"))
@@ -296,3 +298,98 @@ def test_two_space_file_joins_without_a_whole_parse(monkeypatch):
     module = IncrementalParser().parse(text)
     assert module.code == text and module.deep_equals(whole) and module.default_indent == "  "
     assert text not in chunks and len(chunks) == 4
+
+
+# -- CPython's tree of an editor's buffer, parsed again where it changed ----------------------
+
+def _edits(text: str, rng) -> List[str]:
+    """Buffers as someone typing would make them, each one edit away from the last text that
+    parsed: names renamed, comments and numbers typed (the same lines: the statement is parsed
+    again alone), characters typed and deleted anywhere (in code, strings, comments, at
+    statement starts), lines duplicated, indented and removed, clauses and future imports added."""
+    import re
+
+    out, base = [], text
+    words = [m for m in re.finditer(r"\b[A-Za-z_]\w*\b", base)]
+    for _ in range(60):
+        text = base if rng.random() < 0.7 else (out[-1] if out else base)
+        kind = rng.randrange(10)
+        at = rng.randrange(len(text) + 1)
+        if kind <= 2 and words and text is base:  # rename one occurrence of a name
+            m = rng.choice(words)
+            text = text[:m.start()] + m.group() + rng.choice(["x", "_1", "loader", "cuda"]) + text[m.end():]
+        elif kind == 3:
+            line_end = text.find("\n", at)
+            if line_end >= 0:
+                text = text[:line_end] + "  # note" + text[line_end:]
+        elif kind == 4:
+            text = text[:at] + rng.choice("abcxyz_0( )[]:'\"#.\\") + text[at:]
+        elif kind == 5 and at < len(text):
+            text = text[:at] + text[at + 1:]
+        elif kind == 6:
+            line_start = text.rfind("\n", 0, at) + 1
+            text = text[:line_start] + rng.choice(["    ", "else:\n", "from __future__ import annotations\n"]) + text[line_start:]
+        elif kind == 7:
+            lines = text.splitlines(keepends=True)
+            if lines:
+                i = rng.randrange(len(lines))
+                lines.insert(i, lines[rng.randrange(len(lines))])
+                text = "".join(lines)
+        elif kind == 8:
+            lines = text.splitlines(keepends=True)
+            if lines:
+                del lines[rng.randrange(len(lines))]
+                text = "".join(lines)
+        else:
+            digits = [m for m in re.finditer(r"\d", text)]
+            if digits:
+                m = rng.choice(digits)
+                text = text[:m.start()] + rng.choice("0123456789") + text[m.end():]
+        out.append(text)
+    return out
+
+
+def _same_as_cpython(parser: IncrementalAst, text: str) -> None:
+    try:
+        expected = ast.dump(ast.parse(text), include_attributes=True)
+    except SyntaxError as exc:
+        with pytest.raises(SyntaxError) as raised:
+            parser.parse(text, "f.py")
+        assert (raised.value.msg, raised.value.lineno, raised.value.offset) == (exc.msg, exc.lineno, exc.offset)
+        return
+    assert ast.dump(parser.parse(text, "f.py"), include_attributes=True) == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_incremental_ast_is_cpythons_tree_after_every_edit(seed, monkeypatch):
+    """Random typing on real files: after each edit the tree (every position included) or the
+    error is what ``ast.parse`` of the whole buffer gives."""
+    import random
+
+    real, pieces = IncrementalAst._reparse, []
+    monkeypatch.setattr(IncrementalAst, "_reparse", staticmethod(
+        lambda *a: pieces.append(real(*a)) or pieces[-1]))
+    rng = random.Random(seed)
+    sources = SOURCES
+    for path in rng.sample(sources, 4):
+        parser = IncrementalAst()
+        text = path.read_text(encoding="utf-8")
+        _same_as_cpython(parser, text)
+        for edited in _edits(text, rng):
+            _same_as_cpython(parser, edited)
+    assert sum(tree is not None for tree in pieces) >= 40  # most valid edits parsed one piece
+
+
+def test_incremental_ast_parses_only_the_statement_typed_in(monkeypatch):
+    text = "import torch\n\n\ndef f(x):\n    return x\n\n\ndef g(y):\n    return y\n\n\nz = 1\n"
+    parser = IncrementalAst()
+    first = parser.parse(text)
+    parsed = []
+    real = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda source, *a, **k: parsed.append(source) or real(source, *a, **k))
+    second = parser.parse(text.replace("return y", "return y + 1"))
+    assert len(parsed) == 1 and "return y + 1" in parsed[0] and "return x" not in parsed[0]
+    assert second.body[0] is first.body[0] and second.body[1] is first.body[1] and second.body[3] is first.body[3]
+    assert second.body[2] is not first.body[2]
+    assert parser.parse(text.replace("return y", "return y\n")) is not None and len(parsed) == 2  # a new line: whole
+    assert "import torch" in parsed[1]

@@ -26,7 +26,7 @@ from torchlint.context import (
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import refusal, too_large
-from torchlint.parsing import LARGE_FILE_CHARS, IncrementalParser, parse_ast, parse_with_lines
+from torchlint.parsing import LARGE_FILE_CHARS, IncrementalAst, IncrementalParser, parse_ast, parse_with_lines
 from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements, walk_plan, walk_plan_key
 from torchlint.positions import Positions
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize, summarize_text
@@ -104,6 +104,7 @@ def _walk_from(root: cst.CSTNode, tables, ancestors: List[cst.CSTNode]) -> None:
 
 
 _INCREMENTAL = IncrementalParser()
+_INCREMENTAL_AST = IncrementalAst()
 # An editor's walk plans: (walk_plan_key) -> a definition's text -> the rules that walk it.
 _WALK_ANSWERS: Dict[tuple, Dict[str, tuple]] = {}
 
@@ -113,14 +114,17 @@ def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:
     return _ast_parse(text, path)[1]
 
 
-def _ast_parse(text: str, path: str) -> Tuple[Optional[ast.Module], Optional[Diagnostic]]:
-    """(CPython's tree, None) or (None, the TL001 finding; TL003 for more code than fits memory)."""
+def _ast_parse(text: str, path: str, incremental: bool = False) -> Tuple[Optional[ast.Module], Optional[Diagnostic]]:
+    """(CPython's tree, None) or (None, the TL001 finding; TL003 for more code than fits memory).
+    ``incremental``: an editor's buffer, parsed again only where it changed (``IncrementalAst``)."""
     refused = too_large(text)
     if refused is not None:
         return None, _engine_diagnostic(refused.code, refused.message, path, refused.row, refused.column)
     try:
         with warnings.catch_warnings():  # SyntaxWarnings of the linted code are not ours to print
             warnings.simplefilter("ignore")
+            if incremental:
+                return _INCREMENTAL_AST.parse(text, path), None
             return parse_ast(text, path), None  # in chunks when large: the same tree, less memory
     except SyntaxError as exc:
         row = exc.lineno or 1
@@ -176,7 +180,7 @@ def lint_source(
         if prefilter and candidates and (incremental or all(r.ast_candidate is not None for r in candidates)):
             # CPython's tree: cheap next to libcst, it may spare the libcst parse, and the
             # incremental parser, the single-file project facts and the positions reuse it
-            tree = _ast_parse(text, path)[0]
+            tree = _ast_parse(text, path, incremental)[0]
             if tree is not None:
                 index = AstIndex(tree, text, settings.target_torch_version)
                 candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree, index)

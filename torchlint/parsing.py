@@ -238,3 +238,114 @@ def _join(modules: List[cst.Module]) -> Optional[cst.Module]:
 def _has_blocks(module: cst.Module) -> bool:
     """Whether some statement of ``module`` may hold an indented block (simple ones cannot)."""
     return not all(isinstance(stmt, cst.SimpleStatementLine) for stmt in module.body)
+
+
+class IncrementalAst:
+    """CPython's tree of an editor's buffer, re-parsing only the top-level statements an edit
+    touched: the common prefix and suffix of the new text and the last one keep their trees.
+
+    The statements around the change are cut where top-level statements began in the last
+    text, so the piece parsed again is whole statements; where it does not parse alone (an
+    open bracket or string, an indented line, a clause such as ``else:``), where the number of
+    lines changed (the statements after it would need new line numbers), or where it holds a
+    ``__future__`` import, the whole text is parsed, with CPython's own error. Nothing of a
+    tree is ever modified: an unchanged statement is the same object in the next tree."""
+
+    def __init__(self, buffers: int = 8) -> None:
+        self.buffers = buffers
+        # path -> (text, tree, the offset where each top-level statement's chunk begins)
+        self._last: "OrderedDict[str, Tuple[str, ast.Module, List[int]]]" = OrderedDict()
+
+    def parse(self, text: str, path: str = "<unknown>") -> ast.Module:
+        last = self._last.pop(path, None)
+        tree = self._reparse(last, text, path) if last is not None else None
+        if tree is None:
+            tree = parse_ast(text, path)
+        if len(text) < LARGE_FILE_CHARS and not _lone_cr(text):  # a larger tree is not kept alive
+            self._last[path] = (text, tree, _chunk_starts(text, tree))
+            while len(self._last) > self.buffers:
+                self._last.popitem(last=False)
+        return tree
+
+    @staticmethod
+    def _reparse(last: Tuple[str, ast.Module, List[int]], text: str, path: str) -> Optional[ast.Module]:
+        old, tree, starts = last
+        if len(starts) < 2 or _lone_cr(text):
+            return None
+        prefix = _common_prefix(old, text)
+        if prefix == len(old) == len(text):
+            return tree
+        suffix = _common_suffix(old, text, prefix)
+        old_end, new_end = len(old) - suffix, len(text) - suffix
+        if old.count("\n", prefix, old_end) != text.count("\n", prefix, new_end):
+            return None  # the statements after the change would move
+        # the chunks that hold the changed characters, and the one before (an insertion at a
+        # chunk's start may belong to the chunk before it)
+        first = max(bisect.bisect_right(starts, max(prefix - 1, 0)) - 1, 0)
+        last_chunk = max(bisect.bisect_right(starts, max(old_end - 1, prefix)) - 1, first)
+        begin = starts[first]
+        stop = starts[last_chunk + 1] if last_chunk + 1 < len(starts) else len(old)
+        piece = text[begin: stop + len(text) - len(old)]
+        if "__future__" in piece and begin:
+            return None  # a future import is an error anywhere but at the top of the file
+        row = old.count("\n", 0, begin) + 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                parsed = ast.parse("\n" * (row - 1) + piece, filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        body = tree.body
+        groups = _chunk_groups(body)
+        before = [stmt for group in groups[:first] for stmt in group]
+        after = [stmt for group in groups[last_chunk + 1:] for stmt in group]
+        return ast.Module(body=before + parsed.body + after, type_ignores=[])
+
+
+def _chunk_groups(body: List[ast.stmt]) -> List[List[ast.stmt]]:
+    """Top-level statements as chunks: statements that share a line (``a = 1; b = 2``) together."""
+    groups: List[List[ast.stmt]] = []
+    for stmt in body:
+        if groups and statement_first_line(stmt) <= (groups[-1][-1].end_lineno or groups[-1][-1].lineno):
+            groups[-1].append(stmt)
+        else:
+            groups.append([stmt])
+    return groups
+
+
+def _chunk_starts(text: str, tree: ast.Module) -> List[int]:
+    """Where each chunk (``_chunk_groups``) begins in ``text``: the start of its first line; the
+    first chunk begins at 0 (comments and blank lines before it are its own)."""
+    starts: List[int] = []
+    row, offset = 1, 0
+    for group in _chunk_groups(tree.body):
+        line = statement_first_line(group[0])
+        while row < line:
+            offset = text.index("\n", offset) + 1
+            row += 1
+        starts.append(offset if starts else 0)
+    return starts
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix (bisected on C-speed slice comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: str, b: str, prefix: int) -> int:
+    """The length of the longest common suffix that does not overlap ``prefix`` in either."""
+    lo, hi = 0, min(len(a), len(b)) - prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid: len(a) - lo] == b[len(b) - mid: len(b) - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
