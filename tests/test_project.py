@@ -231,3 +231,67 @@ def test_calls_are_read_off_the_text_of_each_function(tmp_path):
         """)
     summary = summarize(ast.parse(text), str(tmp_path / "m.py"), text)
     assert sorted(summary["functions"]["first"]["calls"]) == ["@helpers.run", "@tools.prep", "_sixth", "second", "third"]
+
+
+def test_an_editors_summary_reuses_unchanged_functions_and_equals_a_fresh_one():
+    """``summarize(..., reuse)`` on an editor's trees (``IncrementalAst`` keeps unchanged
+    statements as the same objects): the same summary as a fresh one after every edit, records
+    of unchanged functions replayed (a property setter still replaces its getter's record), and
+    records of functions edited away dropped."""
+    import random
+    import re
+    from pathlib import Path
+
+    from torchlint.parsing import IncrementalAst
+
+    root = Path(__file__).resolve().parent.parent
+    setter = textwrap.dedent("""\
+        import torch
+
+
+        class Box:
+            @property
+            def size(self):
+                return helper(1)
+
+            @size.setter
+            def size(self, value):
+                self.value = value
+
+
+        def helper(n):
+            return n
+
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = model(x, y)
+                loss.backward()
+                optimizer.step()
+                helper(loss)
+    """)
+    rng = random.Random(7)
+    sources = [("fixture.py", setter)] + [(p.name, p.read_text(encoding="utf-8"))
+                                           for p in sorted((root / "fixtures").glob("*.py"))[:12]]
+    replayed = 0
+    for name, text in sources:
+        parser, reuse = IncrementalAst(), {}
+        words = list(re.finditer(r"\b[A-Za-z_]\w*\b", text))
+        for step in range(25):
+            edited = text
+            if step and words:
+                m = rng.choice(words)
+                edited = text[:m.start()] + m.group() + rng.choice(["x", "loader", "step"]) + text[m.end():]
+            try:
+                tree = parser.parse(edited, name)
+            except SyntaxError:
+                continue
+            before = len(reuse)
+            got = summarize(tree, name, edited, reuse)
+            assert json.dumps(got, sort_keys=True) == json.dumps(summarize(ast.parse(edited), name, edited), sort_keys=True)
+            replayed += bool(before)
+            live = {id(n) for n in ast.walk(tree)}
+            assert all(key[0] in live for key in reuse)  # nothing kept of a function edited away
+    assert replayed > 100
+    box = summarize(ast.parse(setter), "fixture.py", setter, {})
+    assert box["functions"]["Box.size"]["calls"] == []  # the setter's record, as without reuse

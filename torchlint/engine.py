@@ -105,6 +105,8 @@ def _walk_from(root: cst.CSTNode, tables, ancestors: List[cst.CSTNode]) -> None:
 
 _INCREMENTAL = IncrementalParser()
 _INCREMENTAL_AST = IncrementalAst()
+# An editor's function records for the single-file project facts: path -> ``summarize``'s reuse.
+_SUMMARY_RECORDS: Dict[str, Dict[tuple, tuple]] = {}
 # An editor's walk plans: (walk_plan_key) -> a definition's text -> the rules that walk it.
 _WALK_ANSWERS: Dict[tuple, Dict[str, tuple]] = {}
 
@@ -223,7 +225,7 @@ def lint_source(
                 diagnostics.append(error)
         else:
             if project is None and any(r.uses_project for r in candidates):
-                project = single_file_facts(text, path, tree)
+                project = single_file_facts(text, path, tree, incremental)
             walks = None
             if incremental and index is not None:  # an editor: walk only where each rule's visits matter
                 walks = _walk_plan(module, tree, candidates, index, project)
@@ -283,7 +285,7 @@ def _walk_plan(module: cst.Module, tree: ast.Module, rules: Sequence[Type[Rule]]
     whole = _facts_read(rules, project)
     key = walk_plan_key(tree, rules, index, whole)
     answers = _WALK_ANSWERS.pop(key, None)
-    if answers is None or len(answers) > 10_000:
+    if answers is None:
         answers = {}
     _WALK_ANSWERS[key] = answers  # the newest last
     while len(_WALK_ANSWERS) > 8:  # a few buffers' worth
@@ -339,10 +341,19 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
     return [r for r in rules if r in kept or r.may_fire_in_project(text)]
 
 
-def single_file_facts(text: str, path: str, tree: Optional[ast.Module] = None) -> FileFacts:
+def single_file_facts(text: str, path: str, tree: Optional[ast.Module] = None, incremental: bool = False) -> FileFacts:
     """The project facts of a file that is its own project (the API, the editor before the
-    project index is built)."""
-    summary = summarize(tree, path, text) if tree is not None else summarize_text(text, path)
+    project index is built). ``incremental``: an editor's buffer, whose unchanged functions
+    keep their records from its last summary (``project.summarize``'s ``reuse``)."""
+    reuse = None
+    if incremental and tree is not None:
+        reuse = _SUMMARY_RECORDS.pop(path, None)
+        if reuse is None:
+            reuse = {}
+        _SUMMARY_RECORDS[path] = reuse  # the newest last
+        while len(_SUMMARY_RECORDS) > 8:
+            del _SUMMARY_RECORDS[next(iter(_SUMMARY_RECORDS))]
+    summary = summarize(tree, path, text, reuse) if tree is not None else summarize_text(text, path)
     return ProjectIndex({path: summary}).facts_for(path) if summary is not None else EMPTY_FACTS
 
 

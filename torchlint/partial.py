@@ -198,6 +198,7 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     everyone = tuple(rule for rule, _ in walking)
     asked = tuple(rule.code for rule, question in walking if question is not None)
     plan: List[Tuple[Type["Rule"], ...]] = []
+    used = set()
     for group in groups:
         stmt = group[0]
         if len(group) > 1 or not isinstance(stmt, _DEFINITIONS):
@@ -212,6 +213,11 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
             if answers is not None:
                 answers[key] = chosen
         plan.append(chosen)
+        if answers is not None:
+            used.add(key)
+    if answers is not None:  # the definitions edited away: their answers are dropped
+        for key in [k for k in answers if k not in used]:
+            del answers[key]
     return tuple(plan)
 
 

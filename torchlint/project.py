@@ -210,6 +210,13 @@ class _Summarizer:
         self.imports: Dict[str, str] = {}
         self.functions: Dict[str, dict] = {}
         self.top = {"calls": [], "step_calls": [], "moved_factories": []}
+        #: An editor's records of functions whose CPython nodes are the same objects as in its
+        #: last summary (``IncrementalAst`` keeps unchanged statements): (id(node), outer class
+        #: or function) -> (node, context, the registrations the call made); None: no reuse.
+        self.reuse: Optional[Dict[tuple, tuple]] = None
+        self._context: tuple = ()
+        self._log: List[Tuple[str, dict]] = []  # every registration in self.functions, in order
+        self._used: Set[tuple] = set()  # the reuse keys this summary asked for
 
     def resolve_relative(self, node: ast.ImportFrom) -> Optional[str]:
         if not node.level:
@@ -300,6 +307,9 @@ class _Summarizer:
         for node in module_level:  # module-level imports first: functions see them whatever the order
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.add_import(node, self.imports)
+        # what a function's record depends on besides its own nodes
+        self._context = (self.module, self.package, tuple(sorted(self.imports.items())), self.lines is None,
+                         self.loaders_possible)
         if self.lines is None:
             self.body(tree.body, None, None, self.top)
         else:  # only the definitions: module-level code of a file without a gradient step
@@ -431,6 +441,26 @@ class _Summarizer:
             record["moved_factories"].append([self.qualify(callee, {}), node.lineno])
 
     def function(self, node, outer: Optional[str], cls: Optional[ast.ClassDef]) -> None:
+        reuse = self.reuse
+        if reuse is None:
+            self._function(node, outer, cls)
+            return
+        key = (id(node), outer, id(cls))
+        self._used.add(key)
+        found = reuse.get(key)
+        if found is not None and found[0] is node and found[1] is cls and found[2] == self._context:
+            for qualname, record in found[3]:  # as the call registered them (a setter after its getter)
+                self._register(qualname, _copied(record))
+            return
+        start = len(self._log)
+        self._function(node, outer, cls)
+        reuse[key] = (node, cls, self._context, [(q, _copied(r)) for q, r in self._log[start:]])
+
+    def _register(self, qualname: str, record: dict) -> None:
+        self.functions[qualname] = record
+        self._log.append((qualname, record))
+
+    def _function(self, node, outer: Optional[str], cls: Optional[ast.ClassDef]) -> None:
         qualname = f"{outer}.{node.name}" if outer else node.name
         hook = None
         if cls is not None and cls.bases:
@@ -441,12 +471,17 @@ class _Summarizer:
         record = {"line": node.lineno, "calls": [], "step_calls": [], "moved_factories": [], "hook": hook,
                   "class": qualname.rsplit(".", 1)[0] if cls is not None else None,
                   "returns_loader": False}
-        self.functions[qualname] = record
+        self._register(qualname, record)
         if self.lines is None or hook:  # training loops or a hook: walk every node
             self.body(node.body, qualname, cls, record)
         else:
             self.cheap_body(node, qualname, cls, record)
         record["returns_loader"] = _returns_loader(node) if self.loaders_possible else False
+
+
+def _copied(record: dict) -> dict:
+    """A function record whose lists the caller may change (``run`` filters ``calls``)."""
+    return {k: list(v) if type(v) is list else v for k, v in record.items()}
 
 
 def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
@@ -545,13 +580,16 @@ _NOT_CALLS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "no
                         "def", "class", "lambda", "assert", "yield", "await", "with", "except", "del"})
 
 
-def summarize(tree: ast.Module, path: str, text: Optional[str] = None) -> dict:
+def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
+              reuse: Optional[Dict[tuple, tuple]] = None) -> dict:
     """Phase 1: the summary of one parsed file. Given the text, a file without a gradient step
     is summarised from its statements and the call names in each function's source (a regex,
     an order of magnitude cheaper than visiting every expression node); its loops cannot make
-    anything run every step."""
+    anything run every step. ``reuse``: an editor's table of function records from its last
+    summaries of the same buffer (``_Summarizer.reuse``), read and filled here."""
     module, is_package = module_name(path)
     summarizer = _Summarizer(module, is_package)
+    summarizer.reuse = reuse
     if text is not None:
         summarizer.loaders_possible = "DataLoader" in text
         summarizer.gpu_trainer = _GPU_TRAINER.search(text) is not None if "Trainer" in text else False
@@ -561,7 +599,11 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None) -> dict:
             lines = list(itertools.accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
             lines[-1] = len(text)  # the end of the last line, newline or not
             summarizer.lines = lines
-    return summarizer.run(tree)
+    summary = summarizer.run(tree)
+    if reuse is not None:  # the functions edited away: their records (and nodes) are dropped
+        for key in [k for k in reuse if k not in summarizer._used]:
+            del reuse[key]
+    return summary
 
 
 # -- phase 2: the project index ----------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple, cast
 
 from torchlint import _cst as cst
 
@@ -124,7 +124,7 @@ def small_statements(root: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
         node = stack.pop()
         kind = type(node)
         if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
-            yield from node.body
+            yield from cast(cst.SimpleStatementLine, node).body
             continue
         if kind is cst.Lambda or isinstance(node, cst.BaseExpression):
             continue  # `body` of a lambda is an expression
