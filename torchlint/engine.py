@@ -178,14 +178,16 @@ def lint_source(
     if ast_codes is not None:  # phase 1 ran every prefilter on this same text: not again
         candidates = [r for r in (rules or all_rules()) if r.code in ast_codes and r.code in codes]
     else:
-        candidates = candidate_rules(text, path, settings, codes, rules, prefilter, project)
+        # an editor builds CPython's tree whenever a rule passes: its token prefilter is enough here
+        candidates = candidate_rules(text, path, settings, codes, rules, prefilter, project, tokens_only=incremental)
         if prefilter and candidates and (incremental or all(r.ast_candidate is not None for r in candidates)):
             # CPython's tree: cheap next to libcst, it may spare the libcst parse, and the
             # incremental parser, the single-file project facts and the positions reuse it
             tree = _ast_parse(text, path, incremental)[0]
             if tree is not None:
                 index = AstIndex(tree, text, settings.target_torch_version)
-                candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree, index)
+                candidates = candidate_rules(text, path, settings, codes, candidates, prefilter, project, tree, index,
+                                             tokens_only=incremental)
     diagnostics: List[Diagnostic] = []
     if not candidates:
         error = syntax_error(text, path, settings) if "TL001" in codes else None
@@ -303,12 +305,14 @@ def _stubs(module: cst.Module, plan: Optional[Plan]) -> frozenset:
 
 def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter: bool = True,
                     project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None,
-                    index: Optional[AstIndex] = None) -> List[Type[Rule]]:
+                    index: Optional[AstIndex] = None, tokens_only: bool = False) -> List[Type[Rule]]:
     """The enabled rules that apply to this file (target torch version, test code) and whose
     prefilter passes (the wider one where the project index has facts about the file): an
     empty list means the file need not be parsed by libcst. With CPython's ``tree``, a rule's
     ``ast_candidate`` must pass too (``astindex.py``), asked of ``index`` when the caller has
-    one for ``tree`` (its caches then serve ``statement_plan`` too)."""
+    one for ``tree`` (its caches then serve ``statement_plan`` too). ``tokens_only``: the
+    ``requires`` tokens alone (``may_fire_before_ast``) even without a tree, for a caller that
+    asks the ast questions next; with a tree, ``rules`` already passed them."""
     if rules is None:
         rules = [r for r in all_rules() if r.code in codes]
     version = settings.target_torch_version
@@ -318,6 +322,8 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
         return list(rules)
     with_facts = project is not None and bool(project.digest)
     if tree is not None and all(r.ast_candidate is not None for r in rules):  # each is asked its question
+        by_text = list(rules) if tokens_only else [r for r in rules if r.may_fire_before_ast(text)]
+    elif tokens_only:
         by_text = [r for r in rules if r.may_fire_before_ast(text)]
     else:
         by_text = [r for r in rules if r.may_fire(text)]

@@ -33,7 +33,7 @@ from torchlint import _cst as cst
 
 from torchlint.imports import ImportTable, dotted_name, import_bindings
 from torchlint.torch_api import DATALOADER, ITERATION_WRAPPERS, canonical_name
-from torchlint.tree import _children
+from torchlint.tree import _children, statement_containers
 
 # Binding kinds.
 IMPORT, DEF, CLASS, PARAM, ASSIGN, AUGMENT, LOOP, WITH, EXCEPT, GLOBAL_DECL = (
@@ -212,25 +212,17 @@ class SemanticModel:
         ``_head_at`` can resolve, from one walk over the statements (never the expressions)."""
         heads = self._heads
         if heads is None:
+            from torchlint.tree import small_statements
+
             heads = self._heads = set()
-            stack: List[cst.CSTNode] = list(self.module.body)
-            while stack:
-                node = stack.pop()
-                if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-                    for small in node.body:
-                        if isinstance(small, (cst.Import, cst.ImportFrom)):
-                            heads.update(local for local, _, _ in import_bindings(small))
-                        elif isinstance(small, (cst.Assign, cst.AnnAssign)) and isinstance(
-                                small.value, (cst.Name, cst.Attribute)):
-                            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                            for target in targets:
-                                heads.update(name for name, _ in _targets(target))
-                    continue
-                for child in _children(node):
-                    if isinstance(child, (cst.BaseSuite, cst.BaseCompoundStatement, cst.SimpleStatementLine,
-                                          cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler,
-                                          cst.MatchCase)):
-                        stack.append(child)
+            for small in small_statements(self.module):  # exact types: no ABC isinstance per node
+                kind = type(small)
+                if kind is cst.Import or kind is cst.ImportFrom:
+                    heads.update(local for local, _, _ in import_bindings(small))
+                elif (kind is cst.Assign or kind is cst.AnnAssign) and type(small.value) in (cst.Name, cst.Attribute):
+                    targets = [t.target for t in small.targets] if kind is cst.Assign else [small.target]
+                    for target in targets:
+                        heads.update(name for name, _ in _targets(target))
             if self.imports.star_modules:
                 from torchlint.torch_api import STAR_EXPORTS
 
@@ -926,14 +918,15 @@ class _ScopeNames:
         stack = [(root, in_except)]
         while stack:
             node, handler = stack.pop()
-            if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            kind = type(node)
+            if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
                 for small in node.body:
                     self._small(small, index, handler)
                 continue
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                self._add(node.name.value, DEF if isinstance(node, cst.FunctionDef) else CLASS, None, None, index, handler)
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                self._add(node.name.value, DEF if kind is cst.FunctionDef else CLASS, None, None, index, handler)
                 continue
-            if isinstance(node, cst.For):
+            if kind is cst.For:
                 for name, _ in _targets(node.target):
                     self._add(name, LOOP, None, node.iter, index, handler)
             elif isinstance(node, cst.With):
@@ -946,10 +939,9 @@ class _ScopeNames:
                     self._add(node.name.name.value, EXCEPT, None, None, index, True)
                 stack.append((node.body, True))
                 continue
+            containers = statement_containers()  # exact types: no ABC isinstance per expression
             for child in _children(node):
-                if isinstance(child, (cst.BaseSuite, cst.BaseCompoundStatement, cst.SimpleStatementLine,
-                                      cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler,
-                                      cst.MatchCase)):
+                if type(child) in containers:
                     stack.append((child, handler))
 
     def _small(self, small: cst.BaseSmallStatement, index: int, handler: bool) -> None:

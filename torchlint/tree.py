@@ -136,3 +136,19 @@ def small_statements(root: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
                 stack.extend(reversed(value))
             elif isinstance(value, cst.CSTNode):
                 stack.append(value)
+
+
+@functools.cache
+def statement_containers() -> frozenset:
+    """The exact classes of the nodes that hold statements (suites, compound statements and
+    their clauses): ``type(node) in statement_containers()`` is ``isinstance(node, (BaseSuite,
+    BaseCompoundStatement, SimpleStatementLine, Else, Finally, ExceptHandler, ...))`` without a
+    Python-level ``ABCMeta.__instancecheck__`` for every expression that fails it."""
+    found = set()
+    stack: List[type] = [cst.BaseSuite, cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.Else, cst.Finally,
+                         cst.ExceptHandler, cst.ExceptStarHandler, cst.MatchCase]
+    while stack:
+        cls = stack.pop()
+        found.add(cls)
+        stack.extend(cls.__subclasses__())
+    return frozenset(found)

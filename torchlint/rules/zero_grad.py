@@ -158,6 +158,8 @@ class ZeroGradSetToNone(Rule):
         scope = next((n for n in reversed(self.ctx.ancestors) if isinstance(n, cst.ClassDef)), self.ctx.module)
 
         def compute():
+            if _GRAD_WORD.search(self.ctx.text) is None:
+                return False  # no `.grad` anywhere: nothing to walk for
             root = scope.body if isinstance(scope, cst.ClassDef) else scope
             for n in walk(root, (cst.ClassDef,)):
                 # exact types: a failed isinstance of a libcst node class (an ABC) is a Python call
@@ -183,6 +185,9 @@ class ZeroGradSetToNone(Rule):
 @functools.cache
 def _equal() -> cst.AssignEqual:  # ``=`` without spaces; a function: a libcst node at import loads libcst
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+_GRAD_WORD = re.compile(r"\bgrad\b")  # how an attribute `grad` is spelt in the source
 
 
 def _is_grad_attribute(node: cst.BaseExpression) -> bool:
