@@ -270,6 +270,9 @@ def test_a_walk_plan_follows_the_module_statements():
     rules = [r for r in all_rules() if r.code in ("TL301", "TL701")]
     plan = partial.walk_plan(tree, rules, AstIndex(tree, SOURCE))
     codes = [[r.code for r in step] for step in plan]
-    # TL701's question says no for the file: it walks nothing; TL301 walks the class with the
-    # conv and the statements that are not definitions, not the functions
-    assert codes == [["TL301"], ["TL301"], [], ["TL301"], [], ["TL301"]]
+    # both walk the statements that are not definitions; TL301 the class with the conv too, and
+    # TL701 (no DataParallel anywhere) no definition; neither walks the functions
+    assert codes == [["TL301", "TL701"], ["TL301", "TL701"], [], ["TL301"], [], ["TL301", "TL701"]]
+    # a rule that reads other definitions walks nothing when its question says no for the file
+    loaders = [r for r in all_rules() if r.code == "TL102"]
+    assert partial.walk_plan(tree, loaders, AstIndex(tree, SOURCE)) == ((),) * 6

@@ -175,10 +175,10 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
               answers: Optional[Dict[tuple, Tuple[Type["Rule"], ...]]] = None) -> Optional[Tuple[Tuple[Type["Rule"], ...], ...]]:
     """For each top-level statement of the module (``statement_groups``), the ``rules`` whose
     visits there can matter; None: every rule walks every statement (no rule is spared a
-    definition). A rule whose ``ast_candidate`` says no for the whole file walks nothing (it
-    cannot fire); otherwise it walks every statement that is not a definition and each
-    definition its ``walk_question`` (``rules/base.py``), asked of that definition and the
-    statements that are not definitions (``AstIndex.restricted``), says yes to. ``whole``: rules
+    definition). A rule walks every statement that is not a definition and each definition its
+    ``walk_question`` (``rules/base.py``), asked of that definition and the statements that are
+    not definitions (``AstIndex.restricted``), says yes to; a rule that reads other definitions
+    and whose ``ast_candidate`` says no for the whole file walks nothing (it cannot fire). ``whole``: rules
     that must walk everything (project facts may make them fire where no question can see).
     ``answers``: (rules asked, a definition's text) -> the rules that walk it, kept by the caller from an
     earlier plan of the same ``rules`` over the same other statements (``walk_plan_key``): an
@@ -190,10 +190,14 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     for rule in rules:
         if rule.ast_candidate is None or rule in whole:
             walking.append((rule, None))
+        elif rule.statement_local and rule.walk_candidate is None:
+            # its question, asked of each definition (answers an editor keeps), says where it
+            # can fire: asking the whole file too would only spare it the other statements
+            walking.append((rule, rule.ast_candidate))
         elif rule.ast_candidate(index):
             walking.append((rule, rule.walk_question()))
-    if all(question is None for _, question in walking):
-        return None
+    if len(walking) == len(rules) and all(question is None for _, question in walking):
+        return None  # every rule walks every statement
     base = [s for s in tree.body if not isinstance(s, _DEFINITIONS)]
     everyone = tuple(rule for rule, _ in walking)
     asked = tuple(rule.code for rule, question in walking if question is not None)
