@@ -276,3 +276,53 @@ def test_a_walk_plan_follows_the_module_statements():
     # a rule that reads other definitions walks nothing when its question says no for the file
     loaders = [r for r in all_rules() if r.code == "TL102"]
     assert partial.walk_plan(tree, loaders, AstIndex(tree, SOURCE)) == ((),) * 6
+
+
+def test_loop_questions_see_loaders_bound_in_other_definitions():
+    """``AstIndex.loader_loops`` asked of one definition: a loop over a name that another
+    definition assigns a ``DataLoader`` to counts (``heuristics.dataloader_names`` is the whole
+    file's), as do ``*loader*`` names and aliased ``DataLoader`` calls; a loop over anything
+    else does not. ``stepping_loops``: a loop around ``.backward()``/``.step()``."""
+    from torchlint.astindex import AstIndex
+
+    source = textwrap.dedent("""\
+        from torch.utils.data import DataLoader as DL
+
+
+        def build(ds):
+            batches = DL(ds)
+            return batches
+
+
+        def consume(batches):
+            for x in batches:
+                print(x)
+
+
+        def plain(items):
+            for x in items:
+                print(x)
+
+
+        def direct(ds):
+            for x in DL(ds):
+                print(x)
+
+
+        def named(self):
+            for x in enumerate(self.val_loader):
+                print(x)
+
+
+        def steps(model, opt):
+            while True:
+                model.loss().backward()
+                opt.step()
+    """)
+    tree = ast.parse(source)
+    index = AstIndex(tree, source)
+    base = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.ClassDef))]
+    answers = {s.name: (index.restricted(base + [s]).loader_loops(), index.restricted(base + [s]).stepping_loops())
+               for s in tree.body if isinstance(s, ast.FunctionDef)}
+    assert answers == {"build": (False, False), "consume": (True, False), "plain": (False, False),
+                       "direct": (True, False), "named": (True, False), "steps": (False, True)}

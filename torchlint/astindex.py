@@ -95,6 +95,8 @@ class AstIndex:
         self._restricted_roots: List[ast.Module] = []
         #: for a restricted index, the first and last lines of its statements, in order
         self._spans: Optional[Tuple[List[int], List[int]]] = None
+        self._whole: Optional["AstIndex"] = None  # for a restricted index: the file's
+        self._loader_targets: Optional[tuple] = None  # (names, ids of DataLoader calls) or (None, None)
 
     def restricted(self, statements: Sequence[ast.stmt]) -> "AstIndex":
         """An index of the same text whose questions see only ``statements`` (top-level
@@ -111,7 +113,12 @@ class AstIndex:
         index._bindings, index._star = self.bindings(), self._star
         spans = sorted((statement_first_line(s), s.end_lineno or s.lineno) for s in statements)
         index._spans = ([a for a, _ in spans], [b for _, b in spans])
+        index._whole = self.whole()
         return index
+
+    def whole(self) -> "AstIndex":
+        """The index of the whole file (this one, unless it is restricted)."""
+        return self._whole if self._whole is not None else self
 
     # -- where words occur -----------------------------------------------------------------------
     def lines_matching(self, pattern: "re.Pattern[str]") -> List[int]:
@@ -462,6 +469,39 @@ class AstIndex:
                         seen.add(id(node))
                         found.append((node, parents))
         return found
+
+    def loader_loops(self) -> bool:
+        """A ``for`` whose iterable may be a data loader as ``heuristics.is_loader_expression``
+        sees one: a name with ``loader`` in it, a ``DataLoader(...)`` call, or a name some
+        statement of the file (any, also outside a restricted index) assigns a ``DataLoader``
+        call to; any ``for`` when the file's ``DataLoader`` calls cannot be followed."""
+        whole = self.whole()
+        if whole._loader_targets is None:
+            calls = whole.calls_of("DataLoader")
+            if calls is None:
+                whole._loader_targets = (None, None)
+            else:
+                names: Set[str] = set()
+                for call, parents in calls:
+                    parent = parents[-1]
+                    if type(parent) in (ast.Assign, ast.AnnAssign) and parent.value is call:
+                        targets = parent.targets if type(parent) is ast.Assign else [parent.target]
+                        names.update(i for t in targets for n in ast.walk(t) for i in identifiers_of(n))
+                whole._loader_targets = (names, {id(call) for call, _ in calls})
+        names, calls = whole._loader_targets
+        for loop, _ in self.loops():
+            if type(loop) is ast.While:
+                continue
+            if names is None:
+                return True
+            for node in ast.walk(loop.iter):
+                if id(node) in calls or any("loader" in i.lower() or i in names for i in identifiers_of(node)):
+                    return True
+        return False
+
+    def stepping_loops(self) -> bool:
+        """A loop around a ``.backward(...)`` or ``.step(...)`` call (``loops.calls_gradient_step``)."""
+        return any(any(type(p) in _LOOPS for p in parents) for _, parents in self.method_calls("backward", "step"))
 
     def backward_calls(self) -> bool:
         """``x.backward()``/``x.manual_backward()`` or ``torch.autograd.backward(t)`` somewhere."""

@@ -9,7 +9,6 @@ the rules silent.
 
 from __future__ import annotations
 
-import ast
 import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
@@ -664,7 +663,7 @@ class NoGradInEval(Rule):
     )
     requires = ((re.compile("(?i)loader"),), (re.compile("(?i)eval|val|test|predict|infer"),))
     ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True))
-    walk_candidate = staticmethod(lambda index: any(type(loop) is not ast.While for loop, _ in index.loops()))
+    walk_candidate = staticmethod(lambda index: index.loader_loops())  # its visits: loops over a loader
     tags = ("performance", "memory")
 
     def visit_For(self, node: cst.For) -> None:
