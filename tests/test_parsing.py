@@ -393,3 +393,14 @@ def test_incremental_ast_parses_only_the_statement_typed_in(monkeypatch):
     assert second.body[2] is not first.body[2]
     assert parser.parse(text.replace("return y", "return y\n")) is not None and len(parsed) == 2  # a new line: whole
     assert "import torch" in parsed[1]
+
+
+def test_incremental_ast_sees_text_inserted_before_a_statement():
+    """Two changes far apart, the second one indenting a top-level ``def`` (an editor's replace
+    or a formatter sends the whole text): the indented statement is parsed again with the rest,
+    and CPython's error comes out. Before, only the chunks up to the one before it were."""
+    text = '"""Doc A."""\nimport torch\n\n\nclass C:\n    def m(self):\n        return 1\n\n\ndef f(x):\n    y = x\n    return y\n'
+    parser = IncrementalAst()
+    parser.parse(text)
+    _same_as_cpython(parser, text.replace("Doc A", "Doc B").replace("def f(x):", "    def f(x):"))
+    _same_as_cpython(parser, text.replace("Doc A", "Doc B").replace("\n\n\ndef f(x):", "\n\n\n    def g(x):\n        pass\ndef f(x):"))

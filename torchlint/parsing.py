@@ -260,7 +260,12 @@ class IncrementalAst:
         last = self._last.pop(path, None)
         tree = self._reparse(last, text, path) if last is not None else None
         if tree is None:
-            tree = parse_ast(text, path)
+            try:
+                tree = parse_ast(text, path)
+            except BaseException:
+                if last is not None:  # typing through a syntax error: the next valid text is
+                    self._last[path] = last  # compared with the last one that parsed
+                raise
         if len(text) < LARGE_FILE_CHARS and not _lone_cr(text):  # a larger tree is not kept alive
             self._last[path] = (text, tree, _chunk_starts(text, tree))
             while len(self._last) > self.buffers:
@@ -279,10 +284,12 @@ class IncrementalAst:
         old_end, new_end = len(old) - suffix, len(text) - suffix
         if old.count("\n", prefix, old_end) != text.count("\n", prefix, new_end):
             return None  # the statements after the change would move
-        # the chunks that hold the changed characters, and the one before (an insertion at a
-        # chunk's start may belong to the chunk before it)
+        # the chunks that hold the changed characters, the one before (an insertion at a chunk's
+        # start may belong to the chunk before it) and the one holding the first unchanged
+        # character after them (text inserted before a chunk's first line, `    def f():`,
+        # changes that statement)
         first = max(bisect.bisect_right(starts, max(prefix - 1, 0)) - 1, 0)
-        last_chunk = max(bisect.bisect_right(starts, max(old_end - 1, prefix)) - 1, first)
+        last_chunk = max(bisect.bisect_right(starts, min(old_end, len(old) - 1)) - 1, first)
         begin = starts[first]
         stop = starts[last_chunk + 1] if last_chunk + 1 < len(starts) else len(old)
         piece = text[begin: stop + len(text) - len(old)]
