@@ -34,6 +34,9 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # below that the questions and a second statement walk cost about what the parse saves.
 MIN_CUT_LINES = 40
 MIN_CUT_SHARE = 0.2
+# An editor's walk plan is skipped when the definitions it has no answers for hold more than
+# this share of the file's lines (after its first lint, whose answers it keeps).
+FRESH_SHARE = 0.5
 
 
 class PartialMismatch(Exception):
@@ -201,15 +204,21 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     base = [s for s in tree.body if not isinstance(s, _DEFINITIONS)]
     everyone = tuple(rule for rule, _ in walking)
     asked = tuple(rule.code for rule, question in walking if question is not None)
+    # the rules walking may change with the file's other definitions: part of the key
+    keys = [(asked, _source(index, g[0])) if len(g) == 1 and isinstance(g[0], _DEFINITIONS) else None
+            for g in groups]
+    if answers:  # an edit in a definition of most of the file (a 4,000-line class): the
+        # questions about it would cost about what walking the rest of the file costs
+        fresh = sum(_end(g[0]) - g[0].lineno + 1 for g, key in zip(groups, keys) if key is not None and key not in answers)
+        if fresh > FRESH_SHARE * (_end(tree.body[-1]) or 1):
+            return None
     plan: List[Tuple[Type["Rule"], ...]] = []
     used = set()
-    for group in groups:
+    for group, key in zip(groups, keys):
         stmt = group[0]
-        if len(group) > 1 or not isinstance(stmt, _DEFINITIONS):
+        if key is None:
             plan.append(everyone)
             continue
-        # the rules walking may change with the file's other definitions: part of the key
-        key = (asked, _source(index, stmt))
         chosen = answers.get(key) if answers is not None else None
         if chosen is None:
             restricted = index.restricted(base + [stmt])
