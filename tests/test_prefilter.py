@@ -199,6 +199,16 @@ AST_CASES = [
     ("import torch\nx = torch.nn\ny = x.Linear(2, 2)\nz = (torch\n     .load)\nz(f)\n", "TL901", True),
     ("import torch\nL = torch.load if fast else None\nL(f)\n", "TL901", False),
     ("load = 1\nload(f)  # no torch here\n", "TL901", False),
+    # TL201: a finding is in a training loop: over a possible loader (also one another function
+    # binds: dataloader_names is the file's), or around .backward()/.step()
+    ("import torch\n\ndef build(ds):\n    batches = torch.utils.data.DataLoader(ds)\n    return batches\n\n"
+     "def run(batches, model):\n    for x in batches:\n        print(model(x).item())\n", "TL201", True),
+    ("import torch\n\ndef report(loader_name, t):\n    print(loader_name, t.item())\n", "TL201", False),
+    ("import torch\n\ndef fit(model, opt, data):\n    while True:\n        model(data).backward()\n"
+     "        opt.step()\n", "TL201", True),
+    # TL402: an evaluation loop is a `for` over a possible loader
+    ("import torch\n\ndef evaluate(model, val_loader_path):\n    return model(val_loader_path)\n", "TL402", False),
+    ("import torch\n\ndef evaluate(model, val_loader):\n    for x in val_loader:\n        model(x)\n", "TL402", True),
 ]
 
 

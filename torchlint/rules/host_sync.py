@@ -190,13 +190,11 @@ class HostSyncInLoop(Rule):
     # `.backward()` / `.step()` (see loops.is_training_loop).
     # (explicit syncs need `.item()`/`.cpu()`/..., implicit ones only Python syntax: no token)
     requires = ((mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),)
-    ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True)
-                                 or bool(index.method_calls("backward", "step")))
-    # a finding is in a training loop (over a loader, or stepping: loops.is_training_loop), or in a
-    # function the project says runs every step (the engine walks everything for rules reading
-    # project facts when there are some)
-    walk_candidate = staticmethod(lambda index: (index.loader_loops() or index.stepping_loops())
-                                  and HostSyncInLoop.ast_candidate(index))
+    # a finding is in a training loop (loops.is_training_loop): a `for` over a possible loader (a
+    # `*loader*` name, a DataLoader call, or a name the file assigns one to, in any function), or
+    # a loop around `.backward()`/`.step()`; or in a function the project says runs every step
+    # (project facts keep the file whole and walked everywhere)
+    ast_candidate = staticmethod(lambda index: index.loader_loops() or index.stepping_loops())
     # ... or any file the project index says has functions that run every step.
     project_requires = ()
 

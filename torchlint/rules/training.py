@@ -662,8 +662,10 @@ class NoGradInEval(Rule):
         "(`torch.no_grad()` works too)."
     )
     requires = ((re.compile("(?i)loader"),), (re.compile("(?i)eval|val|test|predict|infer"),))
-    ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True))
-    walk_candidate = staticmethod(lambda index: index.loader_loops())  # its visits: loops over a loader
+    # a finding is in a `for` over a loader (its visits look at nothing else)
+    ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True)
+                                 and index.loader_loops())
+    walk_candidate = staticmethod(lambda index: index.loader_loops())
     tags = ("performance", "memory")
 
     def visit_For(self, node: cst.For) -> None:
