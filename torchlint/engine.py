@@ -107,8 +107,8 @@ _INCREMENTAL = IncrementalParser()
 _INCREMENTAL_AST = IncrementalAst()
 # An editor's function records for the single-file project facts: path -> ``summarize``'s reuse.
 _SUMMARY_RECORDS: Dict[str, Dict[tuple, tuple]] = {}
-# An editor's walk plans: (walk_plan_key) -> a definition's text -> the rules that walk it.
-_WALK_ANSWERS: Dict[tuple, Dict[str, tuple]] = {}
+# An editor's walk plans: (walk_plan_key) -> (rules asked, a definition's text) -> the rules that walk it.
+_WALK_ANSWERS: Dict[tuple, Dict[tuple, tuple]] = {}
 
 
 def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:

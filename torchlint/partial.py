@@ -185,7 +185,9 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     that must walk everything (project facts may make them fire where no question can see).
     ``answers``: (rules asked, a definition's text) -> the rules that walk it, kept by the caller from an
     earlier plan of the same ``rules`` over the same other statements (``walk_plan_key``): an
-    answer depends on nothing else, so an editor asks again only about the definitions typed in."""
+    answer depends on nothing else, so an editor asks again only about the definitions typed in;
+    None too when the definitions without a kept answer hold over ``FRESH_SHARE`` of the file
+    (the questions would cost what the walk they spare costs)."""
     groups = statement_groups(tree)
     if len(groups) < 2:
         return None
