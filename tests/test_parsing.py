@@ -404,3 +404,21 @@ def test_incremental_ast_sees_text_inserted_before_a_statement():
     parser.parse(text)
     _same_as_cpython(parser, text.replace("Doc A", "Doc B").replace("def f(x):", "    def f(x):"))
     _same_as_cpython(parser, text.replace("Doc A", "Doc B").replace("\n\n\ndef f(x):", "\n\n\n    def g(x):\n        pass\ndef f(x):"))
+
+
+def test_a_statement_after_a_multiline_one_on_its_last_line_is_not_cut_from_it():
+    """``x = (1,\\n 2); y = 3``: ``y`` starts on the last line of ``x``, not on its first. The
+    editor's parser cut the text at that line, inside ``x``, and libcst's error on the piece
+    became TL003 for the whole buffer; the chunks now follow ``astindex.statement_groups``."""
+    from torchlint.config import Settings
+    from torchlint.engine import lint_source
+
+    filler = "".join(f"def f{i}(a):\n    return a + {i}\n\n\n" for i in range(400))
+    text = "import torch\n" + filler + "x = (1,\n     2); y = 3\n" + filler.replace("def f", "def g")
+    text += "m = torch.nn.DataParallel(m)\n"
+    assert len(text) > parsing.MIN_INCREMENTAL_CHARS
+    chunks = parsing._split(text, ast.parse(text))
+    assert "".join(chunks) == text and any(c.startswith("x = (1,\n     2); y = 3\n") for c in chunks)
+    assert parsing._split(text) == chunks  # without the caller's tree, found chunk by chunk
+    found = [d.code for d in lint_source(text, "a.py", Settings(), incremental=True)]
+    assert found == [d.code for d in lint_source(text, "a.py", Settings())] == ["TL701"]

@@ -578,6 +578,19 @@ def statement_first_line(stmt: ast.stmt) -> int:
     return stmt.lineno
 
 
+def statement_groups(body: Sequence[ast.stmt]) -> List[List[ast.stmt]]:
+    """Top-level statements as libcst's module body holds them, and as a text can be cut between
+    them: a statement that starts on a line of the one before (``a = 1; b = 2``, or ``x = (1,\n
+    2); y = 3``) is one with it."""
+    groups: List[List[ast.stmt]] = []
+    for stmt in body:
+        if groups and statement_first_line(stmt) <= (groups[-1][-1].end_lineno or groups[-1][-1].lineno):
+            groups[-1].append(stmt)
+        else:
+            groups.append([stmt])
+    return groups
+
+
 def _child_ranges(node: ast.AST) -> list:
     """(child, first line, last line) of each child (0 and a huge line for nodes without a
     position: arguments, withitem, comprehension...), statement lists of more than 8 as

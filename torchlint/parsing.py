@@ -20,7 +20,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.astindex import statement_first_line
+from torchlint.astindex import statement_first_line, statement_groups
 
 # Below this size a whole parse is cheap enough and chunking is not worth its bookkeeping.
 MIN_INCREMENTAL_CHARS = 8_000
@@ -60,14 +60,21 @@ def parse_ast(text: str, filename: str = "<unknown>") -> ast.Module:
 def statement_first_lines(text: str) -> Optional[List[int]]:
     """The first line (decorators included) of each top-level statement of ``text``, as in
     CPython's tree, without ever holding the whole tree; None for text CPython rejects."""
+    spans = _statement_spans(text)
+    return [first for first, _ in spans] if spans is not None else None
+
+
+def _statement_spans(text: str) -> Optional[List[Tuple[int, int]]]:
+    """(first line with decorators, last line) of each top-level statement of ``text``, found
+    chunk by chunk (``ast_chunks``) when it is large; None for text CPython rejects."""
     chunks = ast_chunks(text)
     try:
         if chunks is not None:
-            return [statement_first_line(stmt) for tree in chunks for stmt in tree.body]
+            return [(statement_first_line(s), s.end_lineno or s.lineno) for tree in chunks for s in tree.body]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(text)
-        return [statement_first_line(stmt) for stmt in tree.body]
+        return [(statement_first_line(s), s.end_lineno or s.lineno) for s in tree.body]
     except (_Unsplittable, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -188,25 +195,34 @@ class IncrementalParser:
 
 
 def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[int]] = None) -> Optional[List[str]]:
-    """The text cut at the first line of each top-level statement (decorators included);
-    ``firsts`` receives those lines, one per statement of CPython's tree (``tree`` when the
-    caller has it; else found chunk by chunk, never holding CPython's whole tree)."""
-    lines = [statement_first_line(stmt) for stmt in tree.body] if tree is not None else statement_first_lines(text)
-    if not lines:
+    """The text cut at the first line of each top-level statement (decorators included) that
+    does not start on a line of the one before (``statement_groups``); ``firsts`` receives the
+    first lines, one per statement of CPython's tree (``tree`` when the caller has it; else found
+    chunk by chunk, never holding CPython's whole tree)."""
+    if tree is not None:
+        spans = [(statement_first_line(s), s.end_lineno or s.lineno) for s in tree.body]
+    else:
+        spans = _statement_spans(text) or []
+    if not spans:
         return None
     if firsts is not None:
-        firsts.extend(lines)
-    # where each cut line starts: after the (line - 1)th "\n", as CPython counts lines (a form
-    # feed or another character that splitlines() cuts at does not end a line)
-    bounds, row, offset = [0], 1, 0
-    for line in lines[1:]:
+        firsts.extend(first for first, _ in spans)
+    cuts = [first for (first, _), (_, end) in zip(spans[1:], spans) if first > end]
+    bounds = _cut_offsets(text, cuts) + [len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _cut_offsets(text: str, lines: List[int]) -> List[int]:
+    """0, then where each of ``lines`` (increasing, 1-based) starts: after the (line - 1)th
+    ``"\\n"``, as CPython counts lines (a form feed or another character that splitlines() cuts
+    at does not end a line)."""
+    offsets, row, offset = [0], 1, 0
+    for line in lines:
         while row < line:
             offset = text.index("\n", offset) + 1
             row += 1
-        if offset > bounds[-1]:  # statements after `;` stay with their line
-            bounds.append(offset)
-    bounds.append(len(text))
-    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+        offsets.append(offset)
+    return offsets
 
 
 def _join(modules: List[cst.Module]) -> Optional[cst.Module]:
@@ -302,36 +318,16 @@ class IncrementalAst:
                 parsed = ast.parse("\n" * (row - 1) + piece, filename=path)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-        body = tree.body
-        groups = _chunk_groups(body)
+        groups = statement_groups(tree.body)
         before = [stmt for group in groups[:first] for stmt in group]
         after = [stmt for group in groups[last_chunk + 1:] for stmt in group]
         return ast.Module(body=before + parsed.body + after, type_ignores=[])
 
 
-def _chunk_groups(body: List[ast.stmt]) -> List[List[ast.stmt]]:
-    """Top-level statements as chunks: statements that share a line (``a = 1; b = 2``) together."""
-    groups: List[List[ast.stmt]] = []
-    for stmt in body:
-        if groups and statement_first_line(stmt) <= (groups[-1][-1].end_lineno or groups[-1][-1].lineno):
-            groups[-1].append(stmt)
-        else:
-            groups.append([stmt])
-    return groups
-
-
 def _chunk_starts(text: str, tree: ast.Module) -> List[int]:
-    """Where each chunk (``_chunk_groups``) begins in ``text``: the start of its first line; the
-    first chunk begins at 0 (comments and blank lines before it are its own)."""
-    starts: List[int] = []
-    row, offset = 1, 0
-    for group in _chunk_groups(tree.body):
-        line = statement_first_line(group[0])
-        while row < line:
-            offset = text.index("\n", offset) + 1
-            row += 1
-        starts.append(offset if starts else 0)
-    return starts
+    """Where each chunk (``statement_groups``) begins in ``text``: the start of its first line;
+    the first chunk begins at 0 (comments and blank lines before it are its own)."""
+    return _cut_offsets(text, [statement_first_line(g[0]) for g in statement_groups(tree.body)[1:]])
 
 
 def _common_prefix(a: str, b: str) -> int:

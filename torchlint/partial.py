@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
 
-from torchlint.astindex import statement_first_line
+from torchlint.astindex import statement_first_line, statement_groups
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.rules.base import Rule
@@ -79,7 +79,7 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
         return None  # line ends a line table of "\n" would get wrong
     total = text.count("\n") + 1
     base = [s for s in body if not isinstance(s, _DEFINITIONS)]
-    groups = statement_groups(tree)  # statements after `;` stay with their line
+    groups = statement_groups(body)  # statements after `;` stay with their line
     firsts = [statement_first_line(g[0]) for g in groups]
     # Whole-definition cuts first (cheap), the questions only where a cut pays
     candidates = []
@@ -161,22 +161,10 @@ def kept_rules(codes, plan: Optional[Plan]) -> KeptRules:
 
 # -- walking only where a rule's visits can matter -----------------------------------------------
 
-def statement_groups(tree: ast.Module) -> List[List[ast.stmt]]:
-    """CPython's top-level statements as libcst's module body holds them: statements that share
-    a line (``a = 1; b = 2``) are one."""
-    groups: List[List[ast.stmt]] = []
-    for stmt in tree.body:
-        if groups and statement_first_line(stmt) <= _end(groups[-1][-1]):
-            groups[-1].append(stmt)
-        else:
-            groups.append([stmt])
-    return groups
-
-
 def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
               whole: Collection[Type["Rule"]] = (),
               answers: Optional[Dict[tuple, Tuple[Type["Rule"], ...]]] = None) -> Optional[Tuple[Tuple[Type["Rule"], ...], ...]]:
-    """For each top-level statement of the module (``statement_groups``), the ``rules`` whose
+    """For each top-level statement of the module (``astindex.statement_groups``), the ``rules`` whose
     visits there can matter; None: every rule walks every statement (no rule is spared a
     definition). A rule walks every statement that is not a definition and each definition its
     ``walk_question`` (``rules/base.py``), asked of that definition and the statements that are
@@ -188,7 +176,7 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     answer depends on nothing else, so an editor asks again only about the definitions typed in;
     None too when the definitions without a kept answer hold over ``FRESH_SHARE`` of the file
     (the questions would cost what the walk they spare costs)."""
-    groups = statement_groups(tree)
+    groups = statement_groups(tree.body)
     if len(groups) < 2:
         return None
     walking: List[Tuple[Type["Rule"], Optional[Callable[..., bool]]]] = []  # (rule, its question or None: every statement)
