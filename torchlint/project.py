@@ -458,7 +458,8 @@ class _Summarizer:
 
     def _register(self, qualname: str, record: dict) -> None:
         self.functions[qualname] = record
-        self._log.append((qualname, record))
+        if self.reuse is not None:  # what a call registered, for the editor's next summary
+            self._log.append((qualname, record))
 
     def _function(self, node, outer: Optional[str], cls: Optional[ast.ClassDef]) -> None:
         qualname = f"{outer}.{node.name}" if outer else node.name
