@@ -430,7 +430,7 @@ class RetainedGraph(Rule):
     hint = "The container outlives the step, so every step's autograd graph stays alive and memory grows."
     requires = ((_BACKWARD,),)
     ast_candidate = staticmethod(lambda index: index.backward_calls())
-    walk_candidate = staticmethod(lambda index: index.backward_calls())  # a loop is looked at for its own backward
+    walk_candidate = ast_candidate  # a loop is looked at for its own backward: where one is
     fix_applicability = UNSAFE
     tags = ("memory",)
 
