@@ -42,9 +42,10 @@ def spy(monkeypatch):
         linted.append(os.path.basename(path))
         return real_lint(path, settings, project, *rest)
 
-    def first(path, settings):  # phase 1 reads every file; those no rule needs end there
+    def first(path, settings):  # phase 1 reads every file; those no rule needs end there, and
+        # those some rule needs are linted there too (without project facts)
         result = real_first(path, settings)
-        if result[3][0] is not None:
+        if result[3][0] is not None or result[3][3] is not None:
             linted.append(os.path.basename(path))
         return result
 

@@ -16,7 +16,9 @@ checks that importing every module, and a run which needs no libcst tree, never 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any  # no other names: libcst has its own (``List``)
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator  # no other names: libcst has its own (``List``)
 
 if TYPE_CHECKING:  # type checkers and editors see libcst's own names and types
     from libcst import *  # noqa: F401,F403
@@ -40,7 +42,8 @@ else:
     def parse_module(*args: Any, **kwargs: Any) -> Any:
         import libcst
 
-        return libcst.parse_module(*args, **kwargs)
+        with unvalidated():
+            return libcst.parse_module(*args, **kwargs)
 
     def parse_expression(*args: Any, **kwargs: Any) -> Any:
         import libcst
@@ -56,6 +59,52 @@ else:
         import libcst
 
         return sorted(set(globals()) | set(libcst.__all__))
+
+
+_validation_lock = threading.Lock()
+_unvalidated_depth = 0
+
+
+def _no_validation(self: Any) -> None:
+    return None
+
+
+@contextmanager
+def unvalidated() -> Iterator[None]:
+    """libcst's nodes built without their ``_validate()`` check meanwhile. Every node's
+    ``__post_init__`` runs it (a node built by hand must be well formed); on a parser's output
+    it can only pass, yet it costs 10-17% of ``parse_module`` (libcst's own comment on it: "It
+    might make more sense to move validation work into the visitor, which would allow us to
+    avoid validating the tree when parsing a file"). Only where ``CSTNode.__post_init__`` is
+    exactly that call (libcst 1.9, pinned); nested and concurrent uses (the language server's
+    threads) restore it when the last one ends. A node another thread builds by hand meanwhile
+    is not checked: fixes are checked anyway by parsing the code they produce."""
+    global _unvalidated_depth
+    import libcst
+
+    node = libcst.CSTNode
+    with _validation_lock:
+        original = _VALIDATING.get("post_init")
+        if original is None:
+            original = node.__dict__.get("__post_init__")
+            if original is None or getattr(original, "__code__", None) is None or original.__code__.co_names != ("_validate",):
+                original = False  # another libcst: nothing is patched
+            _VALIDATING["post_init"] = original
+        if original is not False:
+            if _unvalidated_depth == 0:
+                node.__post_init__ = _no_validation
+            _unvalidated_depth += 1
+    try:
+        yield
+    finally:
+        if original is not False:
+            with _validation_lock:
+                _unvalidated_depth -= 1
+                if _unvalidated_depth == 0:
+                    node.__post_init__ = original
+
+
+_VALIDATING: dict = {}  # "post_init": libcst's own CSTNode.__post_init__, or False: not patched
 
 
 def load() -> None:
