@@ -422,3 +422,30 @@ def test_a_statement_after_a_multiline_one_on_its_last_line_is_not_cut_from_it()
     assert parsing._split(text) == chunks  # without the caller's tree, found chunk by chunk
     found = [d.code for d in lint_source(text, "a.py", Settings(), incremental=True)]
     assert found == [d.code for d in lint_source(text, "a.py", Settings())] == ["TL701"]
+
+
+def test_parser_output_skips_validation_and_hand_built_nodes_still_get_it():
+    """``_cst.unvalidated``: parsing builds nodes without ``_validate()`` (it cannot fail on
+    parser output); afterwards, and in another thread's parse, hand-built nodes are checked."""
+    import threading
+
+    import libcst
+    from torchlint import _cst
+
+    original = libcst.CSTNode.__dict__["__post_init__"]
+    module = _cst.parse_module("x = f(a, *b)\nclass C(B):\n    def m(self):\n        return 1\n")
+    assert module.code.startswith("x = f(a, *b)")
+    assert libcst.CSTNode.__dict__["__post_init__"] is original
+    with pytest.raises(libcst.CSTValidationError):
+        libcst.Name("not a name")
+    seen = []
+    with _cst.unvalidated():
+        inner = threading.Thread(target=lambda: seen.append(_cst.parse_module("y = 2\n").code))
+        inner.start()
+        inner.join()
+        assert libcst.CSTNode.__dict__["__post_init__"] is not original  # the outer use still holds it
+    assert seen == ["y = 2\n"]
+    assert libcst.CSTNode.__dict__["__post_init__"] is original
+    with pytest.raises(libcst.ParserSyntaxError):
+        _cst.parse_module("def (:\n")
+    assert libcst.CSTNode.__dict__["__post_init__"] is original  # restored after an error too

@@ -295,3 +295,25 @@ def test_an_editors_summary_reuses_unchanged_functions_and_equals_a_fresh_one():
     assert replayed > 100
     box = summarize(ast.parse(setter), "fixture.py", setter, {})
     assert box["functions"]["Box.size"]["calls"] == []  # the setter's record, as without reuse
+
+
+def test_a_file_phase_1_lints_is_linted_again_when_the_index_has_facts_about_it(project, capsys, monkeypatch):
+    """Phase 1 lints a file the prefilters keep without project facts (``runner._first_pass``);
+    when the index then has facts about it, those findings are dropped and it is linted with them:
+    a finding only the facts give appears, one that needs none stays, nothing is reported twice."""
+    from torchlint import runner
+
+    (project / "metrics.py").write_text(METRICS + "\n\ndef zeros():\n    import torch\n    return torch.zeros(3).cuda()\n")
+    (project / "train.py").write_text(TRAIN_EVERY_STEP)
+    phase3 = []
+    real_lint = runner._lint_for_cache
+    monkeypatch.setattr(runner, "_lint_for_cache", lambda path, *rest: phase3.append(os.path.basename(path)) or real_lint(path, *rest))
+    main(["--output-format", "json", "--exit-zero", "--no-cache", "--select", "TL201,TL202", "."])
+    found = [(os.path.basename(d["filename"]), d["code"], d["location"]["row"]) for d in json.loads(capsys.readouterr().out)]
+    assert found == [("metrics.py", "TL201", 2), ("metrics.py", "TL202", 7)]
+    assert phase3 == ["metrics.py"]  # train.py's own finding-free lint stood from phase 1
+    (project / "train.py").write_text(TRAIN_ONCE)
+    phase3.clear()
+    main(["--output-format", "json", "--exit-zero", "--no-cache", "--select", "TL201,TL202", "."])
+    found = [(os.path.basename(d["filename"]), d["code"], d["location"]["row"]) for d in json.loads(capsys.readouterr().out)]
+    assert found == [("metrics.py", "TL202", 7)] and phase3 == []  # no facts: phase 1's findings stand
