@@ -35,6 +35,7 @@ def test_every_fixture_lints_the_same_from_a_partial_parse(monkeypatch, preview)
     the same findings, ranges and fixes as from the whole file."""
     monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
     monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    monkeypatch.setattr(partial, "MIN_TABLE_LINES", 1)  # every assignment of two lines or more
     real_plan = engine.plan_statements
     plans = []
     monkeypatch.setattr(engine, "plan_statements", lambda *a: plans.append(real_plan(*a)) or plans[-1])
@@ -326,3 +327,164 @@ def test_loop_questions_see_loaders_bound_in_other_definitions():
                for s in tree.body if isinstance(s, ast.FunctionDef)}
     assert answers == {"build": (False, False), "consume": (True, False), "plain": (False, False),
                        "direct": (True, False), "named": (True, False), "steps": (False, True)}
+
+
+CLASS_SOURCE = '''\
+import torch
+from torch.utils.checkpoint import checkpoint
+
+default_cfgs = dict(
+    small=dict(url="a", crop=0.9),
+    base=dict(url="b", crop=0.9),
+    large=dict(url="c", crop=0.95),
+    huge=dict(url="d", crop=1.0),
+    giant=dict(url="e", crop=1.0),
+    tiny=dict(url="f", crop=0.9),
+)
+VARIANTS = dict(
+    a=1,
+    b=2,
+    c=3,
+    d=4,
+    e=5,
+    f=6,
+    g=7,
+)
+
+
+class Net(torch.nn.Module):
+    width = 4
+
+    def __init__(self, blocks):
+        super().__init__()
+        self.blocks = blocks
+        self.scale = 2
+        self.bias = 1
+
+    @torch.no_grad()
+    def reset(self):
+        for block in self.blocks:
+            block.reset()
+        return self
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x)
+        return x
+
+    def extra(self, x): return (x +
+        1)
+
+
+def build(name):
+    return Net(VARIANTS[name])
+'''
+
+
+def _plan(text, codes):
+    from torchlint.rules import rules_by_code
+
+    by_code = rules_by_code()
+    return engine.statement_plan(text, "m.py", Settings(), [by_code[c] for c in codes])
+
+
+def test_a_class_kept_for_method_local_rules_leaves_out_its_other_methods(monkeypatch):
+    """TL903 is ``method_local``: of ``Net`` libcst reads ``forward`` and the headers of the other
+    methods (``extra``, whose body starts on its header's line, stays whole); an assignment no
+    other line reads is ``name = ...``; the finding, its range and its fix are the whole parse's."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    monkeypatch.setattr(partial, "MIN_TABLE_LINES", 5)
+    plan = _plan(CLASS_SOURCE, ["TL903"])
+    net = next(p for p in plan.pieces if p.holes)
+    assert net.holes == ((26, 30), (33, 36))  # __init__ and reset (its decorator kept)
+    assert [p.replacement for p in plan.pieces if p.replacement] == ["default_cfgs = ...\n"]  # VARIANTS is read
+    cut = partial_text(CLASS_SOURCE, plan)
+    assert "def __init__(self, blocks):\n        ...\n" in cut and "    @torch.no_grad()\n    def reset(self):\n        ...\n" in cut
+    assert "x = checkpoint(block, x)" in cut and "def extra(self, x): return (x +\n        1)" in cut
+    assert "crop" not in cut and "g=7" in cut
+    settings = Settings()
+    found = engine.lint_source(CLASS_SOURCE, "m.py", settings)
+    assert [(d.code, d.location.row, d.location.column) for d in found] == [("TL903", 40, 17)]
+    assert _as_json(found) == _as_json(_whole(monkeypatch, CLASS_SOURCE, "m.py", settings))
+
+
+def test_no_holes_for_rules_that_pair_sites_across_methods(monkeypatch):
+    """TL301 reads ``__init__`` and ``forward`` together (conv then BatchNorm): a class it keeps
+    stays whole even beside a method-local rule."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    monkeypatch.setattr(partial, "MIN_TABLE_LINES", 5)
+    text = CLASS_SOURCE.replace("        self.bias = 1\n", "        self.conv = torch.nn.Conv2d(3, 8, 3)\n        self.bn = torch.nn.BatchNorm2d(8)\n")
+    assert _plan(text, ["TL903"]).pieces[4].holes  # TL903 alone: holes in Net
+    plan = _plan(text, ["TL301", "TL903"])
+    assert plan is not None and plan.pieces[2].replacement and not any(p.holes for p in plan.pieces)
+    assert partial_text(text, plan).count("\n") == text.count("\n") - 7  # only default_cfgs left out
+
+
+def test_a_table_with_a_candidate_site_or_read_elsewhere_is_kept(monkeypatch):
+    """An assignment is left out only where no question says yes for it and no other line
+    names what it binds (not even a string: ``__all__``)."""
+    from torchlint.astindex import AstIndex
+
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    monkeypatch.setattr(partial, "MIN_TABLE_LINES", 5)
+    site = CLASS_SOURCE.replace('    tiny=dict(url="f", crop=0.9),\n', '    tiny=checkpoint(f, x),\n')
+    # its site is in every restricted question (module statements are): nothing is left out
+    assert _plan(site, ["TL903"]) is None
+    named = CLASS_SOURCE + '__all__ = ["default_cfgs"]\n'
+    plan = _plan(named, ["TL903"])
+    assert plan is not None and not any(p.replacement for p in plan.pieces)
+    tree = ast.parse(CLASS_SOURCE)
+    index = AstIndex(tree, CLASS_SOURCE, None)
+    assert [partial._unread_assignment(s, index) for s in tree.body[2:4]] == [True, False]
+    pair = ast.parse("a, b = (\n 1,\n 2)\n")
+    assert not partial._unread_assignment(pair.body[0], AstIndex(pair, "a, b = (\n 1,\n 2)\n", None))
+
+
+def test_each_method_local_rule_finds_the_same_in_a_class_with_holes(monkeypatch):
+    """TL202, TL903 and TL904 (the ``method_local`` rules), each in one method of a class whose
+    other methods are left out: findings, ranges and fixes as from the whole file."""
+    from torchlint.rules import all_rules
+
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    assert sorted(r.code for r in all_rules() if r.method_local) == ["TL202", "TL903", "TL904"]
+    text = textwrap.dedent('''\
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = torch.nn.Linear(4, 4)
+                self.scale = 1.0
+
+            def mask(self, n, device):
+                eye = torch.eye(n)
+                return eye.to(device)
+
+            def solve(self, a, b):
+                solution = torch.solve(b, a)
+                return solution
+
+            def forward(self, x):
+                x = checkpoint(self.layer, x)
+                return x * self.scale
+
+            def reset(self):
+                self.scale = 1.0
+                return self
+    ''')
+    settings = Settings()
+    whole = _whole(monkeypatch, text, "m.py", settings)
+    assert sorted(d.code for d in whole) == ["TL202", "TL903", "TL904"]
+    for code, kept in (("TL202", "def mask"), ("TL903", "def forward"), ("TL904", "def solve")):
+        plan = _plan(text, [code])
+        cut = partial_text(text, plan)
+        assert cut.count("        ...\n") == 4 and kept + "(self" in cut, code  # three methods and reset left out
+        only = [d for d in whole if d.code == code]
+        found = engine.lint_source(text, "m.py", Settings(select=(code,)))
+        assert _as_json(found) == _as_json(only), code

@@ -304,7 +304,7 @@ def _walk_plan(module: cst.Module, tree: ast.Module, rules: Sequence[Type[Rule]]
 
 def _stubs(module: cst.Module, plan: Optional[Plan]) -> frozenset:
     """ids of the partial module's statements that stand for a left-out body."""
-    return frozenset(id(stmt) for stmt, piece in zip(module.body, plan.pieces) if piece.stub_header) if plan else frozenset()
+    return frozenset(id(stmt) for stmt, piece in zip(module.body, plan.pieces) if piece.stub_header or piece.replacement) if plan else frozenset()
 
 
 def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter: bool = True,

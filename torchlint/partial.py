@@ -34,6 +34,8 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # below that the questions and a second statement walk cost about what the parse saves.
 MIN_CUT_LINES = 40
 MIN_CUT_SHARE = 0.2
+# An assignment no other line reads is left out from this many lines on (tables of configs).
+MIN_TABLE_LINES = 8
 # An editor's walk plan is skipped when the definitions it has no answers for hold more than
 # this share of the file's lines (after its first lint, whose answers it keeps).
 FRESH_SHARE = 0.5
@@ -47,12 +49,16 @@ class PartialMismatch(Exception):
 class Piece(NamedTuple):
     """One top-level statement (or several on one line): its first line (decorators included),
     the line before the next statement begins, the last line of its header when its body is
-    left out (0: kept whole) and its own last line."""
+    left out (0: kept whole) and its own last line; in a class kept, the methods whose bodies
+    are left out: (last line of the method's header, its last line) each, in order."""
 
     first: int
     last: int
     stub_header: int
     end: int
+    holes: Tuple[Tuple[int, int], ...] = ()
+    #: the line libcst reads instead of the whole statement (``name = ...``), or ""
+    replacement: str = ""
 
 
 class Plan(NamedTuple):
@@ -83,13 +89,17 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
     firsts = [statement_first_line(g[0]) for g in groups]
     # Whole-definition cuts first (cheap), the questions only where a cut pays
     candidates = []
+    tables = []  # (i, assignment): statements that are not definitions but may be left out too
     for i, group in enumerate(groups):
         stmt = group[0]
         if len(group) == 1 and isinstance(stmt, _DEFINITIONS) and stmt.body:
             header = statement_first_line(stmt.body[0]) - 1
             if header >= stmt.lineno and _end(stmt) - header > 1:
                 candidates.append((i, header))
-    if sum(_end(groups[i][0]) - header for i, header in candidates) < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
+        elif len(group) == 1 and _end(stmt) - stmt.lineno >= MIN_TABLE_LINES and _unread_assignment(stmt, index):
+            tables.append((i, stmt))
+    if (sum(_end(groups[i][0]) - header for i, header in candidates) + sum(_end(stmt) - stmt.lineno for _, stmt in tables)
+            < max(MIN_CUT_LINES, MIN_CUT_SHARE * total)):
         return None
     questions = []  # (rule, its question) for the rules whose question says yes for the file
     for rule in rules:
@@ -102,18 +112,78 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
             questions.append((rule, question))
     if not questions:
         return None
-    stubs = {}
+    stubs, holes = {}, {}
     for i, header in candidates:
-        restricted = index.restricted(base + [groups[i][0]])
-        if not any(question(restricted) for _, question in questions):
+        stmt = groups[i][0]
+        restricted = index.restricted(base + [stmt])
+        said_yes = [(rule, question) for rule, question in questions if question(restricted)]
+        if not said_yes:
             stubs[i] = header
+        elif type(stmt) is ast.ClassDef and all(rule.method_local for rule, _ in said_yes):
+            found = _method_holes(stmt, base, index, [question for _, question in said_yes])
+            if found:
+                holes[i] = found
+    replaced = {}
+    for i, stmt in tables:
+        restricted = index.restricted([stmt])  # names still resolve through the whole file
+        if not any(question(restricted) for _, question in questions):
+            replaced[i] = " = ".join(target.id for target in stmt.targets) + " = ...\n"
     cut = sum(_end(groups[i][0]) - header for i, header in stubs.items())
-    if not stubs or cut < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
+    cut += sum(end - header for found in holes.values() for header, end in found)
+    cut += sum(_end(groups[i][0]) - groups[i][0].lineno for i in replaced)
+    if not (stubs or holes or replaced) or cut < max(MIN_CUT_LINES, MIN_CUT_SHARE * total):
         return None
     pieces = tuple(Piece(first, (firsts[i + 1] - 1) if i + 1 < len(groups) else total, stubs.get(i, 0),
-                         _end(groups[i][-1])) for i, first in enumerate(firsts))
+                         _end(groups[i][-1]), holes.get(i, ()), replaced.get(i, "")) for i, first in enumerate(firsts))
     first_lines = tuple(statement_first_line(stmt) for group in groups for stmt in group)
     return Plan(pieces, first_lines, len(text), frozenset(rule.code for rule, _ in questions))
+
+
+def _unread_assignment(stmt: ast.stmt, index) -> bool:
+    """Is ``stmt`` an assignment to plain names that no other line of the file mentions, not
+    even in a comment or string (timm's ``default_cfgs = generate_default_cfgs({...})``, 500
+    lines)? Then no rule reads its value (a statement-local rule's finding elsewhere may depend
+    on a statement that is not a definition only through the names it binds): when no question
+    says yes for it, libcst reads ``default_cfgs = ...`` instead, and the name stays bound."""
+    if type(stmt) is not ast.Assign or stmt.col_offset:
+        return False
+    first, last = stmt.lineno, _end(stmt)
+    for target in stmt.targets:
+        if type(target) is not ast.Name:
+            return False
+        if any(line < first or line > last for line in index.word_lines(target.id)):
+            return False
+    return True
+
+
+def _method_holes(cls: ast.ClassDef, base: List[ast.stmt], index, questions) -> Tuple[Tuple[int, int], ...]:
+    """The methods of ``cls`` (kept for rules that are all ``method_local``) whose bodies can be
+    left out: no question says yes when asked of the method, the class's statements that are
+    not definitions and ``base``. Only bodies of at least two lines that begin on a line of
+    their own, under the header (``def f(a,\n b): return (1 +\n 2)`` keeps its body)."""
+    own = [s for s in cls.body if not isinstance(s, _DEFINITIONS)]
+    found = []
+    for method in cls.body:
+        if type(method) is not ast.FunctionDef and type(method) is not ast.AsyncFunctionDef:
+            continue
+        first = method.body[0]
+        header = statement_first_line(first) - 1
+        if header < method.lineno or _end(method) - header < 2 or not _begins_its_line(index, first):
+            continue
+        restricted = index.restricted(base + own + [method])
+        if not any(question(restricted) for question in questions):
+            found.append((header, _end(method)))
+    return tuple(found)
+
+
+def _begins_its_line(index, stmt: ast.stmt) -> bool:
+    """Is ``stmt`` the first thing on its line (only indentation before it)?"""
+    starts = index._lines()
+    if stmt.lineno > len(starts):
+        return False
+    start = starts[stmt.lineno - 1]
+    before = index.text[start:start + stmt.col_offset]  # col_offset counts UTF-8 bytes: any
+    return len(before) == stmt.col_offset and (not before or before.isspace())  # non-ASCII fails
 
 
 def partial_text(text: str, plan: Plan) -> Optional[str]:
@@ -129,17 +199,36 @@ def partial_text(text: str, plan: Plan) -> Optional[str]:
     else:
         out = []
     for piece in plan.pieces:
+        if piece.replacement:  # an assignment no other line reads
+            out.append(piece.replacement)
+            out.extend(lines[piece.end: piece.last])
+            continue
         if not piece.stub_header:
-            out.extend(lines[piece.first - 1: piece.last])
+            at = piece.first
+            for header, end in piece.holes:  # methods left out of a class kept
+                out.extend(lines[at - 1: header])
+                stub = _stub_line(lines, header)
+                if stub is None:
+                    return None
+                out.append(stub)
+                at = end + 1
+            out.extend(lines[at - 1: piece.last])
             continue
         out.extend(lines[piece.first - 1: piece.stub_header])
-        body_line = lines[piece.stub_header] if piece.stub_header < len(lines) else ""
-        indent = body_line[: len(body_line) - len(body_line.lstrip(" \t"))]
-        if not indent:
+        stub = _stub_line(lines, piece.stub_header)
+        if stub is None:
             return None
-        out.append(f"{indent}...\n")
+        out.append(stub)
         out.extend(lines[piece.end: piece.last])  # comment and blank lines that may lead the next
     return "".join(out)
+
+
+def _stub_line(lines: List[str], header: int) -> Optional[str]:
+    """``...`` at the indentation of the body that begins after line ``header``; None when
+    that line has none."""
+    body_line = lines[header] if header < len(lines) else ""
+    indent = body_line[: len(body_line) - len(body_line.lstrip(" \t"))]
+    return f"{indent}...\n" if indent else None
 
 
 class KeptRules(frozenset):

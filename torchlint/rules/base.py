@@ -68,6 +68,13 @@ class Rule:
     #: (``torchlint/partial.py``). False for rules that pair sites across definitions in
     #: ``leave_Module`` or read the whole module up front.
     statement_local: ClassVar[bool] = True
+    #: Whether, in a class, every finding lies in a method whose ``ast_candidate``, asked of that
+    #: method, the class's own statements that are not definitions and the module's (as above),
+    #: is true, and depends on no other method's body: a call checked with the imports and the
+    #: method's own scope (TL903's ``checkpoint(...)``), never a ``self.x`` set elsewhere or an
+    #: order across methods (TL301's conv in ``__init__``, BatchNorm after it in ``forward``).
+    #: Then libcst parses, of a class it needs, only those methods (``partial.py``).
+    method_local: ClassVar[bool] = False
     #: For a rule that is not ``statement_local``: the question, asked of one top-level
     #: definition and the module's statements that are not definitions, whether the rule's own
     #: visits in that definition can matter (hold a finding, or collect what a finding elsewhere

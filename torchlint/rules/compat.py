@@ -351,6 +351,7 @@ class CheckpointUseReentrant(Rule):
     fix_applicability = UNSAFE
     min_torch_version = (2, 0)  # both functions take use_reentrant= from 2.0
     tags = ("correctness", "deprecation")
+    method_local = True  # the call, its arguments and what its name resolves to
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.resolve_call(node) not in CHECKPOINT_FUNCTIONS or get_arg(node, "use_reentrant") is not None:
@@ -381,6 +382,7 @@ class DeprecatedApi(Rule):
         [name for name, entry in DEPRECATIONS.items() if index.version_at_least(entry.deprecated)], decorators=True)))
     fix_applicability = SAFE
     tags = ("deprecation",)
+    method_local = True  # the call or decorator and what its name resolves to
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node, node.func, node)

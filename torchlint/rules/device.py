@@ -316,6 +316,7 @@ class TensorMovedAfterCreation(Rule):
     requires = ((MOVE_CALL,), tuple(sorted(DEVICE_FACTORIES | LEGACY_TENSOR_TYPES)))
     ast_candidate = staticmethod(factory_then_move_ast)
     fix_applicability = SAFE  # unsafe for random factories, requires_grad and inexact dtype casts
+    method_local = True  # the move, and a name bound to a factory in the same function
 
     @classmethod
     def may_fire(cls, text: str) -> bool:
