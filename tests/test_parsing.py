@@ -449,3 +449,85 @@ def test_parser_output_skips_validation_and_hand_built_nodes_still_get_it():
     with pytest.raises(libcst.ParserSyntaxError):
         _cst.parse_module("def (:\n")
     assert libcst.CSTNode.__dict__["__post_init__"] is original  # restored after an error too
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_same_tree_with_classes_parsed_statement_by_statement(path, monkeypatch):
+    """With CPython's tree, a large class is parsed a body statement at a time
+    (``IncrementalParser._class_chunk``): the tree is still libcst's own, to the last blank line."""
+    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    text = path.read_text(encoding="utf-8")
+    module = IncrementalParser().parse(text, ast.parse(text))
+    assert module.code == text
+    assert module.deep_equals(cst.parse_module(text))
+
+
+CLASS_EDGES = [
+    # comments between the header and the body, between methods (indented, at column 0, blank
+    # lines), after the last method (indented: the block's footer; at column 0: the module's)
+    "import torch\n\n\n@dec(1)\nclass A(\n    Base,\n):  # header\n    # first\n\n    x = 1; y = 2\n\n"
+    "    def f(self):\n        return 1\n\n    # indented\n\n# column 0\n\n    @property\n    def g(self):\n"
+    "        if self:\n            pass\n        # inner trailer\n\n    class Inner:\n        z = 3\n"
+    "    # last indented\n\n# after\n\n\nx = A()\n",
+    # a comment dedented but not to column 0 between two methods: the class is parsed whole
+    "class B:\n        def f(self):\n            return 1\n    # odd\n        def g(self):\n            return 2\n\ny = 1\n",
+    # the body on the header's line, and a one-statement body
+    "class C: x = 1; y = 2\n\nclass D(object):\n    '''doc'''\n\nz = 0\n",
+    # tabs, and a class that ends the file without a newline
+    "import os\n\nclass E:\n\tdef f(self):\n\t\treturn 1\n\n\tdef g(self):\n\t\treturn 2",
+]
+
+
+@pytest.mark.parametrize("text", CLASS_EDGES)
+def test_class_parts_round_trip(text, monkeypatch):
+    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    monkeypatch.setattr(parsing, "MIN_INCREMENTAL_CHARS", 0)
+    module = IncrementalParser().parse(text, ast.parse(text))
+    assert module.code == text
+    assert module.deep_equals(cst.parse_module(text))
+
+
+def test_an_edit_in_one_method_of_a_large_class_parses_that_method_again(monkeypatch):
+    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    methods = "".join(f"    def m{i}(self, x):\n        y = x + {i}\n        return y * 2\n\n" for i in range(40))
+    text = f"import torch\n\n\nclass Big(torch.nn.Module):\n    scale = 2\n\n{methods}\nbig = Big()\n"
+    parser = IncrementalParser()
+    first = parser.parse(text, ast.parse(text))
+    parsed = []
+    real = cst.parse_module
+    monkeypatch.setattr(parsing.cst, "parse_module", lambda t: parsed.append(t) or real(t))
+    edited = text.replace("y = x + 17\n", "y = x + 17  # typed\n")
+    second = parser.parse(edited, ast.parse(edited))
+    assert second.code == edited and second.deep_equals(real(edited))
+    assert parsed == [parsing._WRAPPER + "    def m17(self, x):\n        y = x + 17  # typed\n        return y * 2\n\n"]
+    old_body, new_body = first.body[1].body.body, second.body[1].body.body
+    # each method's own tree is reused but m17's (a method led by blank lines is a new node
+    # around the same body, as for top-level statements)
+    assert [a.body is b.body for a, b in zip(old_body, new_body)].count(False) == 1
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_random_typing_in_classes_parsed_by_parts(seed, monkeypatch):
+    """Random typing (``_edits``) on real files whose classes are parsed a body statement at a
+    time: after each edit that parses, libcst's tree of the whole buffer, to the last blank
+    line, and its code; an edit that does not parse raises as a whole parse does."""
+    import random
+
+    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    monkeypatch.setattr(parsing, "MIN_INCREMENTAL_CHARS", 0)
+    real, parts = parsing.IncrementalParser._class_chunk, []
+    monkeypatch.setattr(parsing.IncrementalParser, "_class_chunk",
+                        lambda self, *a: parts.append(real(self, *a)) or parts[-1])
+    rng = random.Random(seed)
+    with_classes = [p for p in SOURCES if "\nclass " in p.read_text(encoding="utf-8")]
+    for path in rng.sample(with_classes, 2):
+        parser = IncrementalParser()
+        for text in [path.read_text(encoding="utf-8")] + _edits(path.read_text(encoding="utf-8"), rng):
+            try:
+                tree = ast.parse(text)
+                expected = cst.parse_module(text)
+            except (SyntaxError, ValueError, cst.ParserSyntaxError):
+                continue
+            module = parser.parse(text, tree)
+            assert module.code == text and module.deep_equals(expected), path
+    assert sum(part is not None for part in parts) >= 5  # classes were parsed by parts

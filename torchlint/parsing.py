@@ -150,55 +150,143 @@ def parse_with_lines(text: str, tree: Optional[ast.Module] = None) -> Tuple[cst.
     file takes ~100 MB, and is not kept alive next to libcst's for that (``tree``: the caller's,
     when it has one; else the lines are found chunk by chunk, see ``statement_first_lines``)."""
     if len(text) >= LARGE_FILE_CHARS:
-        parser = IncrementalParser(max_chars=0)
+        parser = IncrementalParser(max_chars=0, split_classes=False)
         module = parser.parse(text, tree)
         return module, parser.first_lines
     return cst.parse_module(text), None
 
 
+# A class chunk this large is parsed statement by statement of its body (``_class_chunk``), so
+# that an edit in one method of a 4,000-line class parses that method again, not the class.
+MIN_CLASS_SPLIT_CHARS = 10_000
+# What a class body's statements are parsed under: the body's own text, indented as it is.
+_WRAPPER = "class _C:\n"
+
+
 class IncrementalParser:
-    def __init__(self, max_chars: int = CACHE_CHARS) -> None:
+    def __init__(self, max_chars: int = CACHE_CHARS, split_classes: bool = True) -> None:
         self.max_chars = max_chars
+        self.split_classes = split_classes
         self._chunks: "OrderedDict[str, cst.Module]" = OrderedDict()
         self._chars = 0
         #: first line of each top-level statement of the last text split in chunks, else None
         self.first_lines: Optional[List[int]] = None
 
     def parse(self, text: str, tree: Optional[ast.Module] = None) -> cst.Module:
-        """``tree``: CPython's tree of ``text`` when the caller has it (saves parsing it again)."""
+        """``tree``: CPython's tree of ``text`` when the caller has it (saves parsing it again;
+        with it, a large class is parsed statement by statement of its body)."""
         self.first_lines = None
         if len(text) < MIN_INCREMENTAL_CHARS or _lone_cr(text):
             return cst.parse_module(text)
         firsts: List[int] = []
-        chunks = _split(text, tree, firsts)
+        groups: List[Tuple[int, List[ast.stmt]]] = []
+        chunks = _split(text, tree, firsts, groups if tree is not None and self.split_classes else None)
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
-        modules = [self._chunk(chunk) for chunk in chunks]
+        modules = [self._chunk(chunk, groups[i]) for i, chunk in enumerate(chunks)] if groups else [
+            self._chunk(chunk) for chunk in chunks]
         joined = _join(modules)
         if joined is None:
             return cst.parse_module(text)
         self.first_lines = firsts
         return joined
 
-    def _chunk(self, chunk: str) -> cst.Module:
-        module = self._chunks.get(chunk)
+    def _chunk(self, chunk: str, group: Optional[Tuple[int, List[ast.stmt]]] = None) -> cst.Module:
+        module = self._cached(chunk)
         if module is not None:
-            self._chunks.move_to_end(chunk)
             return module
-        module = cst.parse_module(chunk)
-        self._chunks[chunk] = module
-        self._chars += len(chunk)
+        if group is not None and len(chunk) >= MIN_CLASS_SPLIT_CHARS and len(group[1]) == 1 and type(group[1][0]) is ast.ClassDef:
+            module = self._class_chunk(chunk, group[0], group[1][0])
+        if module is None:
+            module = cst.parse_module(chunk)
+        self._store(chunk, module)
+        return module
+
+    def _parsed(self, text: str) -> cst.Module:
+        """libcst's tree of ``text``, from the cache when it was parsed before."""
+        module = self._cached(text)
+        if module is None:
+            module = cst.parse_module(text)
+            self._store(text, module)
+        return module
+
+    def _cached(self, text: str) -> Optional[cst.Module]:
+        module = self._chunks.get(text)
+        if module is not None:
+            self._chunks.move_to_end(text)
+        return module
+
+    def _store(self, text: str, module: cst.Module) -> None:
+        self._chunks[text] = module
+        self._chars += len(text)
         while self._chars > self.max_chars and len(self._chunks) > 1:
             old, _ = self._chunks.popitem(last=False)
             self._chars -= len(old)
-        return module
+
+    def _class_chunk(self, chunk: str, first_line: int, node: ast.ClassDef) -> Optional[cst.Module]:
+        """The chunk holding one class, from libcst's trees of its parts: the text up to its
+        body's first statement with ``pass`` as the body, and each statement of the body
+        (``statement_groups``) with the comment and blank lines up to the next, parsed under
+        ``class _C:`` as they are indented. Each part is cached by its text, so an edit in one
+        method parses that method again. The parts' leading and trailing lines go where libcst
+        puts them in a whole parse (the lines between two statements lead the second; those
+        after the last one are the class's block footer, then the module's); None where that
+        cannot be done faithfully (a part parses otherwise than alone, a line in the gap
+        between statements indented less than the body but not at column 0, indentation that
+        differs between parts): the caller parses the chunk whole."""
+        groups = statement_groups(node.body)
+        if len(groups) < 2:
+            return None
+        starts = [statement_first_line(group[0]) - first_line for group in groups]  # 0-based, in the chunk
+        bounds = _cut_offsets(chunk, [line + 1 for line in starts]) + [len(chunk)]
+        head_end = bounds[1]
+        body_line = chunk[head_end:chunk.find("\n", head_end) + 1 or len(chunk)]
+        indent = body_line[: len(body_line) - len(body_line.lstrip(" \t"))]
+        if not indent or starts[0] <= node.lineno - first_line:
+            return None  # the body starts on the header's line (`class A: x = 1`)
+        try:
+            head = self._parsed(chunk[:head_end] + indent + "pass\n")
+            parts = [self._parsed(_WRAPPER + chunk[a:b]) for a, b in zip(bounds[1:], bounds[2:])]
+        except (cst.ParserSyntaxError, RecursionError, ValueError):
+            return None
+        if len(head.body) != 1 or type(head.body[0]) is not cst.ClassDef or head.footer:
+            return None
+        cls = head.body[0]
+        block = cls.body
+        if type(block) is not cst.IndentedBlock or len(block.body) != 1 or block.footer:
+            return None
+        carried = list(block.body[0].leading_lines)  # comment lines between the header and the body
+        body: List[cst.BaseStatement] = []
+        for k, part in enumerate(parts):
+            if (len(part.body) != 1 or type(part.body[0]) is not cst.ClassDef or part.header
+                    or part.default_indent != head.default_indent or part.default_newline != head.default_newline):
+                return None
+            inner = part.body[0].body  # one statement: those after `;` on its line are in it
+            if type(inner) is not cst.IndentedBlock or inner.indent != block.indent or len(inner.body) != 1:
+                return None
+            stmts = list(inner.body)
+            if carried:
+                stmts[0] = stmts[0].with_changes(leading_lines=[*carried, *stmts[0].leading_lines])
+            body.extend(stmts)
+            if k == len(parts) - 1:
+                footer, tail, trailing = list(inner.footer), list(part.footer), part.has_trailing_newline
+                break
+            carried = list(inner.footer)
+            for line in part.footer:  # lines after a dedent: at column 0 inside the class
+                if line.whitespace.value:
+                    return None
+                carried.append(line.with_changes(indent=False) if line.indent else line)
+        klass = cls.with_changes(body=block.with_changes(body=body, footer=footer))
+        return head.with_changes(body=[klass], footer=tail, has_trailing_newline=trailing)
 
 
-def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[int]] = None) -> Optional[List[str]]:
+def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[int]] = None,
+           groups: Optional[List[Tuple[int, List[ast.stmt]]]] = None) -> Optional[List[str]]:
     """The text cut at the first line of each top-level statement (decorators included) that
     does not start on a line of the one before (``statement_groups``); ``firsts`` receives the
     first lines, one per statement of CPython's tree (``tree`` when the caller has it; else found
-    chunk by chunk, never holding CPython's whole tree)."""
+    chunk by chunk, never holding CPython's whole tree); ``groups`` (with ``tree``), one per
+    chunk: the line it starts at and its statements."""
     if tree is not None:
         spans = [(statement_first_line(s), s.end_lineno or s.lineno) for s in tree.body]
     else:
@@ -209,7 +297,16 @@ def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[i
         firsts.extend(first for first, _ in spans)
     cuts = [first for (first, _), (_, end) in zip(spans[1:], spans) if first > end]
     bounds = _cut_offsets(text, cuts) + [len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    chunks = [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    if groups is not None and tree is not None:
+        lines = [1] + cuts
+        members: List[List[ast.stmt]] = [[] for _ in lines]
+        for stmt in tree.body:
+            members[bisect.bisect_right(lines, statement_first_line(stmt)) - 1].append(stmt)
+        groups.extend((line, stmts) for line, stmts, a, b in zip(lines, members, bounds, bounds[1:]) if b > a)
+        if len(groups) != len(chunks):
+            groups.clear()
+    return chunks
 
 
 def _cut_offsets(text: str, lines: List[int]) -> List[int]:
