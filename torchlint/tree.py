@@ -138,6 +138,30 @@ def small_statements(root: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
                 stack.append(value)
 
 
+def compound_statements(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``root`` that holds statements (``if``, ``try``, its handlers, ``def``,
+    ``class``, blocks...), in functions and classes too, without visiting an expression or a
+    simple statement: the ``try`` and ``if`` statements of a 5,000-line module for a tenth of a
+    walk."""
+    stack: List[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite or kind is cst.Lambda:
+            continue
+        if isinstance(node, cst.BaseExpression):
+            continue
+        yield node
+        for field in _STATEMENT_FIELDS:
+            value = getattr(node, field, None)
+            if value is None:
+                continue
+            if type(value) is tuple or type(value) is list:
+                stack.extend(reversed(value))
+            elif isinstance(value, cst.CSTNode):
+                stack.append(value)
+
+
 @functools.cache
 def statement_containers() -> frozenset:
     """The exact classes of the nodes that hold statements (suites, compound statements and

@@ -207,3 +207,55 @@ def test_findings_are_deterministic():
     text = (Path(__file__).resolve().parents[2] / "fixtures" / "TL904.py").read_text()
     runs = {tuple((d.code, d.location, d.message) for d in lint(text, rule="TL904")) for _ in range(3)}
     assert len(runs) == 1
+
+
+def test_compat_imports_are_found_from_statements_alone(monkeypatch):
+    """``compat_imported_names`` walks statements only and prints an ``if``'s test only when an
+    import is under it: the same names as a walk of every node, in functions and classes, under
+    ``try``/``except ImportError``, version tests and ``elif`` branches."""
+    import libcst as cst
+
+    from torchlint.context import FileContext
+    from torchlint.rules import compat
+    from torchlint.tree import walk
+
+    source = textwrap.dedent('''\
+        import torch
+        try:
+            from functorch import vmap
+        except ImportError:
+            from torch.func import vmap as fvmap
+        if torch.__version__ >= "2.0":
+            x = 1
+        elif hasattr(torch, "func"):
+            from functorch import grad
+        class Model:
+            def f(self):
+                if sys.version_info >= (3, 8):
+                    from functorch import jacrev
+                if flag:
+                    from functorch import hessian
+                return [vmap(g) for g in range(3)]
+    ''')
+    module = cst.parse_module(source)
+    ctx = FileContext("m.py", source, module, Settings(), None)
+    tests = []
+    real = compat._is_version_test
+    monkeypatch.setattr(compat, "_is_version_test", lambda c, test: tests.append(test) or real(c, test))
+    found = compat.compat_imported_names(ctx)
+
+    def every_node():  # the walk it replaced
+        names = set()
+        for node in walk(module):
+            blocks = []
+            if isinstance(node, cst.Try) and any(compat._catches_compat_error(h) for h in node.handlers):
+                blocks = [node.body, *(h.body for h in node.handlers)]
+            elif isinstance(node, cst.If) and real(ctx, node.test):
+                blocks = [node.body] + ([node.orelse] if node.orelse is not None else [])
+            for block in blocks:
+                names.update(n for inner in walk(block) if isinstance(inner, (cst.Import, cst.ImportFrom))
+                             for n in compat._old_api_bindings(inner))
+        return frozenset(names)
+
+    assert found == every_node() == {"vmap", "grad", "jacrev"}
+    assert len(tests) == 4  # the `if`s with an import under them (the first has one through its elif)

@@ -186,3 +186,29 @@ def test_a_zero_grad_that_ignores_set_to_none_still_zeroes_every_step():
                 p.grad.zero_()
     """
     assert findings("import torch\n" + textwrap.dedent(code)) == [("TL401", 5, 13)]
+
+
+@pytest.mark.parametrize("statement, accumulates", [
+    ("p.grad += g", True), ("p.grad.data -= g", True), ("p.grad.add_(g)", True), ("(p.grad).copy_(x)", True),
+    ("p.grad \\\n    += 1", True), ("p.grad.data.sub_( g)", True), ("(p.grad).data.add_(g)", True),
+    ("((p.grad.data)).add_(g)", True), ("p.grad.  add_(g)", True),
+    ("p.grad.zero_()", False), ("p.grad = None", False), ("x.gradient += 1", False), ("p.grad.datax += 1", False),
+    ("p.grad.mul_(2)", False),
+])
+def test_the_text_shortcut_finds_every_accumulation_the_walk_finds(statement, accumulates):
+    """``_accumulates_into_grads`` walks a class only when ``_ACCUMULATES`` matches the text (a
+    4,000-line Trainer is walked no more): it matches wherever the walk says yes."""
+    from torchlint.rules.zero_grad import _ACCUMULATES, _is_grad_attribute
+    from torchlint.syntax import method_call
+    from torchlint.tree import walk
+
+    source = f"for p in params:\n    {statement}\n"
+    walked = False
+    for n in walk(cst.parse_module(source)):
+        if type(n) is cst.AugAssign and type(n.operator) in (cst.AddAssign, cst.SubtractAssign) and _is_grad_attribute(n.target):
+            walked = True
+        target = method_call(n)
+        if target is not None and target[1] in ("add_", "sub_", "copy_") and _is_grad_attribute(target[0]):
+            walked = True
+    assert walked is accumulates
+    assert bool(_ACCUMULATES.search(source)) is accumulates

@@ -40,6 +40,9 @@ STREAMING_LIBRARIES = frozenset({"webdataset", "torchdata", "datasets", "streami
 
 
 def _is_dataloader(node: cst.Call, ctx) -> bool:
+    func = node.func
+    if type(func) is cst.Attribute and func.attr.value != "DataLoader":
+        return False  # `a.b.f(...)` resolves to a name ending in `f`
     return ctx.resolve_call(node) == DATALOADER
 
 

@@ -158,8 +158,8 @@ class ZeroGradSetToNone(Rule):
         scope = next((n for n in reversed(self.ctx.ancestors) if isinstance(n, cst.ClassDef)), self.ctx.module)
 
         def compute():
-            if _GRAD_WORD.search(self.ctx.text) is None:
-                return False  # no `.grad` anywhere: nothing to walk for
+            if _ACCUMULATES.search(self.ctx.text) is None:
+                return False  # no `.grad +=`, `.grad.add_(` ... anywhere: nothing to walk for
             root = scope.body if isinstance(scope, cst.ClassDef) else scope
             for n in walk(root, (cst.ClassDef,)):
                 # exact types: a failed isinstance of a libcst node class (an ABC) is a Python call
@@ -188,6 +188,10 @@ def _equal() -> cst.AssignEqual:  # ``=`` without spaces; a function: a libcst n
 
 
 _GRAD_WORD = re.compile(r"\bgrad\b")  # how an attribute `grad` is spelt in the source
+# What `_accumulates_into_grads` looks for, as the text spells it: `<x>.grad[.data] +=`/`-=`
+# or `.add_(`/`.sub_(`/`.copy_(` called on it (a parenthesised `(p.grad)` too).
+_ACCUMULATES = re.compile(
+    rf"\bgrad(?:{GAP}(?:\)|\.{GAP}data\b))*{GAP}(?:[-+]=|\.{GAP}(?:add_|sub_|copy_){GAP}\()")
 
 
 def _is_grad_attribute(node: cst.BaseExpression) -> bool:
