@@ -531,3 +531,41 @@ def test_random_typing_in_classes_parsed_by_parts(seed, monkeypatch):
             module = parser.parse(text, tree)
             assert module.code == text and module.deep_equals(expected), path
     assert sum(part is not None for part in parts) >= 5  # classes were parsed by parts
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_incremental_ast_inside_classes_is_cpythons_tree_after_every_edit(seed, monkeypatch):
+    """Random typing with every class parsed again a body statement at a time
+    (``IncrementalAst._reparse_in_class``): CPython's tree, every position included, or its error."""
+    import random
+
+    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    real, pieces = IncrementalAst._reparse_in_class, []
+    monkeypatch.setattr(IncrementalAst, "_reparse_in_class", staticmethod(
+        lambda *a: pieces.append(real(*a)) or pieces[-1]))
+    rng = random.Random(seed)
+    with_classes = [p for p in SOURCES if "\nclass " in p.read_text(encoding="utf-8")]
+    for path in rng.sample(with_classes, 4):
+        parser = IncrementalAst()
+        text = path.read_text(encoding="utf-8")
+        _same_as_cpython(parser, text)
+        for edited in _edits(text, rng):
+            _same_as_cpython(parser, edited)
+    assert sum(tree is not None for tree in pieces) >= 10
+
+
+def test_incremental_ast_keeps_the_other_methods_of_a_large_class(monkeypatch):
+    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    methods = "".join(f"    def m{i}(self, x):\n        return x + {i}\n\n" for i in range(20))
+    text = f"import torch\n\n\nclass Big:\n    scale = 2\n\n{methods}\nbig = Big()\n"
+    parser = IncrementalAst()
+    first = parser.parse(text)
+    edited = text.replace("return x + 7\n", "return x + 70\n")
+    second = parser.parse(edited)
+    assert ast.dump(second, include_attributes=True) == ast.dump(ast.parse(edited), include_attributes=True)
+    old_body, new_body = first.body[1].body, second.body[1].body
+    assert [a is b for a, b in zip(old_body, new_body)].count(False) == 1  # m7 alone is new
+    assert second.body[0] is first.body[0] and second.body[2] is first.body[2]
+    # a method dedented out of the class, or indented under the one before: CPython decides
+    _same_as_cpython(parser, edited.replace("    def m9(", "def m9("))
+    _same_as_cpython(parser, edited.replace("    def m9(", "      def m9("))

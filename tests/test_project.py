@@ -233,16 +233,22 @@ def test_calls_are_read_off_the_text_of_each_function(tmp_path):
     assert sorted(summary["functions"]["first"]["calls"]) == ["@helpers.run", "@tools.prep", "_sixth", "second", "third"]
 
 
-def test_an_editors_summary_reuses_unchanged_functions_and_equals_a_fresh_one():
+@pytest.mark.parametrize("class_parts", [False, True])
+def test_an_editors_summary_reuses_unchanged_functions_and_equals_a_fresh_one(class_parts, monkeypatch):
     """``summarize(..., reuse)`` on an editor's trees (``IncrementalAst`` keeps unchanged
     statements as the same objects): the same summary as a fresh one after every edit, records
     of unchanged functions replayed (a property setter still replaces its getter's record), and
-    records of functions edited away dropped."""
+    records of functions edited away dropped. ``class_parts``: every class's body is parsed again
+    a statement at a time (the class node is a copy; its methods' records are replayed)."""
     import random
     import re
     from pathlib import Path
 
+    from torchlint import parsing
     from torchlint.parsing import IncrementalAst
+
+    if class_parts:
+        monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
 
     root = Path(__file__).resolve().parent.parent
     setter = textwrap.dedent("""\

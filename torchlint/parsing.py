@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import copy
 import re
 import warnings
 from collections import OrderedDict
@@ -405,6 +406,13 @@ class IncrementalAst:
         last_chunk = max(bisect.bisect_right(starts, min(old_end, len(old) - 1)) - 1, first)
         begin = starts[first]
         stop = starts[last_chunk + 1] if last_chunk + 1 < len(starts) else len(old)
+        groups = statement_groups(tree.body)
+        if first == last_chunk and stop - begin >= MIN_CLASS_SPLIT_CHARS and len(groups[first]) == 1 \
+                and type(groups[first][0]) is ast.ClassDef:
+            cls = IncrementalAst._reparse_in_class(old, text, groups[first][0], begin, stop, prefix, old_end, path)
+            if cls is not None:
+                return ast.Module(body=[s for g in groups[:first] for s in g] + [cls]
+                                  + [s for g in groups[first + 1:] for s in g], type_ignores=[])
         piece = text[begin: stop + len(text) - len(old)]
         if "__future__" in piece and begin:
             return None  # a future import is an error anywhere but at the top of the file
@@ -415,10 +423,50 @@ class IncrementalAst:
                 parsed = ast.parse("\n" * (row - 1) + piece, filename=path)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-        groups = statement_groups(tree.body)
         before = [stmt for group in groups[:first] for stmt in group]
         after = [stmt for group in groups[last_chunk + 1:] for stmt in group]
         return ast.Module(body=before + parsed.body + after, type_ignores=[])
+
+
+    @staticmethod
+    def _reparse_in_class(old: str, text: str, cls: ast.ClassDef, begin: int, stop: int, prefix: int,
+                          old_end: int, path: str) -> Optional[ast.ClassDef]:
+        """A change inside the body of a large class (``begin``-``stop`` in ``old``): the body
+        statements around it parsed again under ``class _C:`` at their own lines, the others and
+        the class's header kept (the same objects; the class node is a copy). None where the
+        change touches the header, the piece does not parse there, or a statement it gives is
+        not at the body's indentation (a whole parse would say "unexpected indent")."""
+        groups = statement_groups(cls.body)
+        if len(groups) < 2:
+            return None
+        column = cls.body[0].col_offset
+        starts = _cut_offsets(old, [statement_first_line(g[0]) for g in groups])[1:]
+        if starts[0] <= begin or prefix < starts[0] or not column:
+            return None  # the change reaches the header or what comes before the body
+        first = max(bisect.bisect_right(starts, max(prefix - 1, 0)) - 1, 0)
+        last = max(bisect.bisect_right(starts, min(old_end, len(old) - 1)) - 1, first)
+        piece_begin = starts[first]
+        piece_stop = starts[last + 1] if last + 1 < len(starts) else stop
+        piece = text[piece_begin: piece_stop + len(text) - len(old)]
+        row = old.count("\n", 0, piece_begin) + 1
+        if row < 2 or "__future__" in piece:
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                wrapper = ast.parse("\n" * (row - 2) + "class _C:\n" + piece, filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if len(wrapper.body) != 1 or type(wrapper.body[0]) is not ast.ClassDef:
+            return None  # a statement dedented out of the class: a whole parse decides
+        parsed = wrapper.body[0].body
+        if any(stmt.col_offset != column for stmt in parsed):
+            return None
+        body = [s for g in groups[:first] for s in g] + parsed + [s for g in groups[last + 1:] for s in g]
+        new = copy.copy(cls)
+        new.body = body
+        new.end_lineno, new.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
+        return new
 
 
 def _chunk_starts(text: str, tree: ast.Module) -> List[int]:

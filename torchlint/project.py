@@ -212,7 +212,8 @@ class _Summarizer:
         self.top = {"calls": [], "step_calls": [], "moved_factories": []}
         #: An editor's records of functions whose CPython nodes are the same objects as in its
         #: last summary (``IncrementalAst`` keeps unchanged statements): (id(node), outer class
-        #: or function) -> (node, context, the registrations the call made); None: no reuse.
+        #: or function, id(its class's bases)) -> (node, the bases, context, the registrations
+        #: the call made); None: no reuse.
         self.reuse: Optional[Dict[tuple, tuple]] = None
         self._context: tuple = ()
         self._log: List[Tuple[str, dict]] = []  # every registration in self.functions, in order
@@ -445,16 +446,20 @@ class _Summarizer:
         if reuse is None:
             self._function(node, outer, cls)
             return
-        key = (id(node), outer, id(cls))
+        # Of its class a record reads whether it has bases (hooks), and ``IncrementalAst`` copies a
+        # class whose body it parsed again in part, keeping the header's nodes: its bases list
+        # stands for it (a method of a 4,000-line class keeps its record when another one is edited)
+        bases = cls.bases if cls is not None else None
+        key = (id(node), outer, id(bases))
         self._used.add(key)
         found = reuse.get(key)
-        if found is not None and found[0] is node and found[1] is cls and found[2] == self._context:
+        if found is not None and found[0] is node and found[1] is bases and found[2] == self._context:
             for qualname, record in found[3]:  # as the call registered them (a setter after its getter)
                 self._register(qualname, _copied(record))
             return
         start = len(self._log)
         self._function(node, outer, cls)
-        reuse[key] = (node, cls, self._context, [(q, _copied(r)) for q, r in self._log[start:]])
+        reuse[key] = (node, bases, self._context, [(q, _copied(r)) for q, r in self._log[start:]])
 
     def _register(self, qualname: str, record: dict) -> None:
         self.functions[qualname] = record
