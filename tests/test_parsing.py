@@ -366,18 +366,22 @@ def test_incremental_ast_is_cpythons_tree_after_every_edit(seed, monkeypatch):
     error is what ``ast.parse`` of the whole buffer gives."""
     import random
 
-    real, pieces = IncrementalAst._reparse, []
-    monkeypatch.setattr(IncrementalAst, "_reparse", staticmethod(
-        lambda *a: pieces.append(real(*a)) or pieces[-1]))
-    rng = random.Random(seed)
-    sources = SOURCES
+    pieces = _type_randomly(monkeypatch, "_reparse", SOURCES, random.Random(seed))
+    assert sum(tree is not None for tree in pieces) >= 40  # most valid edits parsed one piece
+
+
+def _type_randomly(monkeypatch, method: str, sources, rng) -> list:
+    """``_edits`` on four of ``sources``, each edit's tree or error checked against CPython's;
+    what ``IncrementalAst.<method>`` returned each time it was called."""
+    real, pieces = getattr(IncrementalAst, method), []
+    monkeypatch.setattr(IncrementalAst, method, staticmethod(lambda *a: pieces.append(real(*a)) or pieces[-1]))
     for path in rng.sample(sources, 4):
         parser = IncrementalAst()
         text = path.read_text(encoding="utf-8")
         _same_as_cpython(parser, text)
         for edited in _edits(text, rng):
             _same_as_cpython(parser, edited)
-    assert sum(tree is not None for tree in pieces) >= 40  # most valid edits parsed one piece
+    return pieces
 
 
 def test_incremental_ast_parses_only_the_statement_typed_in(monkeypatch):
@@ -540,17 +544,8 @@ def test_incremental_ast_inside_classes_is_cpythons_tree_after_every_edit(seed, 
     import random
 
     monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
-    real, pieces = IncrementalAst._reparse_in_class, []
-    monkeypatch.setattr(IncrementalAst, "_reparse_in_class", staticmethod(
-        lambda *a: pieces.append(real(*a)) or pieces[-1]))
-    rng = random.Random(seed)
     with_classes = [p for p in SOURCES if "\nclass " in p.read_text(encoding="utf-8")]
-    for path in rng.sample(with_classes, 4):
-        parser = IncrementalAst()
-        text = path.read_text(encoding="utf-8")
-        _same_as_cpython(parser, text)
-        for edited in _edits(text, rng):
-            _same_as_cpython(parser, edited)
+    pieces = _type_randomly(monkeypatch, "_reparse_in_class", with_classes, random.Random(seed))
     assert sum(tree is not None for tree in pieces) >= 10
 
 
