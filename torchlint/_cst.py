@@ -83,6 +83,7 @@ def unvalidated() -> Iterator[None]:
     import libcst
 
     node = libcst.CSTNode
+    original: Any
     with _validation_lock:
         original = _VALIDATING.get("post_init")
         if original is None:
@@ -92,7 +93,7 @@ def unvalidated() -> Iterator[None]:
             _VALIDATING["post_init"] = original
         if original is not False:
             if _unvalidated_depth == 0:
-                node.__post_init__ = _no_validation
+                setattr(node, "__post_init__", _no_validation)
             _unvalidated_depth += 1
     try:
         yield
@@ -101,7 +102,7 @@ def unvalidated() -> Iterator[None]:
             with _validation_lock:
                 _unvalidated_depth -= 1
                 if _unvalidated_depth == 0:
-                    node.__post_init__ = original
+                    setattr(node, "__post_init__", original)
 
 
 _VALIDATING: dict = {}  # "post_init": libcst's own CSTNode.__post_init__, or False: not patched

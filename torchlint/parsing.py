@@ -17,7 +17,7 @@ import copy
 import re
 import warnings
 from collections import OrderedDict
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple, cast
 
 from torchlint import _cst as cst
 
@@ -256,7 +256,7 @@ class IncrementalParser:
         block = cls.body
         if type(block) is not cst.IndentedBlock or len(block.body) != 1 or block.footer:
             return None
-        carried = list(block.body[0].leading_lines)  # comment lines between the header and the body
+        carried = list(cast(Any, block.body[0]).leading_lines)  # comment lines between the header and the body
         body: List[cst.BaseStatement] = []
         for k, part in enumerate(parts):
             if (len(part.body) != 1 or type(part.body[0]) is not cst.ClassDef or part.header
@@ -267,7 +267,7 @@ class IncrementalParser:
                 return None
             stmts = list(inner.body)
             if carried:
-                stmts[0] = stmts[0].with_changes(leading_lines=[*carried, *stmts[0].leading_lines])
+                stmts[0] = stmts[0].with_changes(leading_lines=[*carried, *cast(Any, stmts[0]).leading_lines])
             body.extend(stmts)
             if k == len(parts) - 1:
                 footer, tail, trailing = list(inner.footer), list(part.footer), part.has_trailing_newline
@@ -409,7 +409,8 @@ class IncrementalAst:
         groups = statement_groups(tree.body)
         if first == last_chunk and stop - begin >= MIN_CLASS_SPLIT_CHARS and len(groups[first]) == 1 \
                 and type(groups[first][0]) is ast.ClassDef:
-            cls = IncrementalAst._reparse_in_class(old, text, groups[first][0], begin, stop, prefix, old_end, path)
+            cls = IncrementalAst._reparse_in_class(old, text, cast(ast.ClassDef, groups[first][0]), begin, stop, prefix,
+                                                   old_end, path)
             if cls is not None:
                 return ast.Module(body=[s for g in groups[:first] for s in g] + [cls]
                                   + [s for g in groups[first + 1:] for s in g], type_ignores=[])

@@ -22,7 +22,7 @@ questions.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, cast
 
 from torchlint.astindex import statement_first_line, statement_groups
 
@@ -127,7 +127,7 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
     for i, stmt in tables:
         restricted = index.restricted([stmt])  # names still resolve through the whole file
         if not any(question(restricted) for _, question in questions):
-            replaced[i] = " = ".join(target.id for target in stmt.targets) + " = ...\n"
+            replaced[i] = " = ".join(cast(ast.Name, target).id for target in cast(ast.Assign, stmt).targets) + " = ...\n"
     cut = sum(_end(groups[i][0]) - header for i, header in stubs.items())
     cut += sum(end - header for found in holes.values() for header, end in found)
     cut += sum(_end(groups[i][0]) - groups[i][0].lineno for i in replaced)
