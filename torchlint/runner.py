@@ -136,10 +136,25 @@ def _first_pass(path: str, settings: "Settings"):
         reraise_interrupt(exc)
         return path, None, None, ([], False, None, None), f"{path}: internal error: {exc.__class__.__name__}: {exc}"
     speculative = None
-    if findings is None and ast_codes is not None:
+    if findings is None and ast_codes is not None and _facts_unlikely(summary, source.text):
         diagnostics, _, error = lint_text(source, settings, EMPTY_FACTS, ast_codes)
         speculative = (diagnostics, error)
     return path, digest, summary, (findings, with_project, ast_codes, speculative), None
+
+
+# A file this large is linted once the index is built: a lint wasted on it costs too much.
+MAX_SPECULATIVE_CHARS = 150_000
+
+
+def _facts_unlikely(summary: Optional[dict], text: str) -> bool:
+    """Lint now, without facts? Not where the file's own summary has a training loop's calls, a
+    step hook or a loader factory moved to the device (the index then gives it facts, as it gave
+    transformers' trainer.py: 1.1 s linted twice), nor for a very large file; a file whose facts
+    come only from other files' loops is linted again in phase 3 (6 small files of transformers)."""
+    if summary is None or len(text) > MAX_SPECULATIVE_CHARS:
+        return False
+    records = [summary.get("top", {}), *summary.get("functions", {}).values()]
+    return not any(r.get("step_calls") or r.get("hook") or r.get("moved_factories") for r in records)
 
 
 def _first_pass_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
