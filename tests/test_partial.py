@@ -488,3 +488,29 @@ def test_each_method_local_rule_finds_the_same_in_a_class_with_holes(monkeypatch
         only = [d for d in whole if d.code == code]
         found = engine.lint_source(text, "m.py", Settings(select=(code,)))
         assert _as_json(found) == _as_json(only), code
+
+
+@pytest.mark.parametrize("source", [
+    # a compatibility import in another function silences TL904's `vmap(...)` (compat_imported_names)
+    "import torch\nfrom functorch import vmap\n\n\ndef batched(f, x):\n    return vmap(f)(x)\n\n\n"
+    "def setup():\n    try:\n        from functorch import vmap\n    except ImportError:\n        vmap = None\n"
+    "    a = 1\n    return a\n",
+    # a changed autocast default in another function withholds TL404's fix
+    "import torch\n\n\ndef train(model, x):\n    with torch.cuda.amp.autocast():\n        y = model(x)\n"
+    "    return y\n\n\ndef setup():\n    torch.set_autocast_dtype('cuda', torch.float16)\n    a = 1\n"
+    "    b = 2\n    return a + b\n",
+])
+def test_what_a_rule_reads_in_other_definitions_is_not_cut_out(monkeypatch, source):
+    """Findings and fixes of a partial parse are the whole parse's when a statement-local rule
+    reads other definitions for something no question asks about: TL904/TL404's compatibility
+    imports (``keep_question`` keeps that definition), TL404's autocast setters (read from the
+    text). Both once differed: a TL904 finding the whole parse does not have, a TL404 fix it
+    withholds."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    settings = Settings()
+    whole = _whole(monkeypatch, source, "m.py", settings)
+    assert _as_json(engine.lint_source(source, "m.py", settings)) == _as_json(whole)
+    if "try:" in source:  # the definition with the compatibility import stays whole
+        plan = _plan(source, ["TL904"])
+        assert plan is None or not any(p.stub_header for p in plan.pieces)

@@ -49,6 +49,7 @@ class LegacyAmpApi(Rule):
     fix_applicability = SAFE
     min_torch_version = (2, 4)
     tags = ("deprecation", "mixed-precision")
+    keep_question = staticmethod(lambda index: index.compat_imports())  # compat_imported_names
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -124,16 +125,10 @@ def _equal() -> cst.AssignEqual:  # ``=`` without spaces; a function: a libcst n
 
 
 def _sets_autocast_defaults(ctx) -> bool:
-    """Does the file change autocast's process-wide dtype or cache default?"""
-    def compute():
-        if not any(word in ctx.text for word in _AUTOCAST_DEFAULT_SETTERS):
-            return False
-        return any(
-            isinstance(n, cst.Call) and (dotted_name(n.func) or "").rsplit(".", 1)[-1] in _AUTOCAST_DEFAULT_SETTERS
-            for n in walk(ctx.module)
-        )
-
-    return memo(ctx, "sets_autocast_defaults", ctx.module, compute)
+    """May the file change autocast's process-wide dtype or cache default? Read from the text
+    (a setter named anywhere, an alias or a comment included), not the tree: a partial parse
+    leaves out the definitions without a legacy AMP call, and the setter may be in one of them."""
+    return any(word in ctx.text for word in _AUTOCAST_DEFAULT_SETTERS)
 
 
 RULES = [LegacyAmpApi]

@@ -391,6 +391,7 @@ class DeprecatedApi(Rule):
     fix_applicability = SAFE
     tags = ("deprecation",)
     method_local = True  # the call or decorator and what its name resolves to
+    keep_question = staticmethod(lambda index: index.compat_imports())  # compat_imported_names
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node, node.func, node)
