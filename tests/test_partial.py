@@ -499,18 +499,22 @@ def test_each_method_local_rule_finds_the_same_in_a_class_with_holes(monkeypatch
     "import torch\n\n\ndef train(model, x):\n    with torch.cuda.amp.autocast():\n        y = model(x)\n"
     "    return y\n\n\ndef setup():\n    torch.set_autocast_dtype('cuda', torch.float16)\n    a = 1\n"
     "    b = 2\n    return a + b\n",
+    # gradients added into in another function silence TL401 (`_accumulates_into_grads`)
+    "import torch\n\n\ndef sync(params):\n    for p in params:\n        p.grad += 1\n    return params\n\n\n"
+    "def train(model, opt, loader):\n    for x in loader:\n        opt.zero_grad(set_to_none=False)\n"
+    "        model(x).sum().backward()\n        opt.step()\n",
 ])
 def test_what_a_rule_reads_in_other_definitions_is_not_cut_out(monkeypatch, source):
     """Findings and fixes of a partial parse are the whole parse's when a statement-local rule
     reads other definitions for something no question asks about: TL904/TL404's compatibility
-    imports (``keep_question`` keeps that definition), TL404's autocast setters (read from the
-    text). Both once differed: a TL904 finding the whole parse does not have, a TL404 fix it
-    withholds."""
+    imports and TL401's gradient accumulation (``keep_question`` keeps that definition), TL404's
+    autocast setters (read from the text). All three once differed: a TL904 and a TL401 finding
+    the whole parse does not have, a TL404 fix it withholds."""
     monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
     monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
-    settings = Settings()
-    whole = _whole(monkeypatch, source, "m.py", settings)
-    assert _as_json(engine.lint_source(source, "m.py", settings)) == _as_json(whole)
+    for settings in (Settings(), Settings(select=("TL401", "TL404", "TL904"))):
+        whole = _whole(monkeypatch, source, "m.py", settings)
+        assert _as_json(engine.lint_source(source, "m.py", settings)) == _as_json(whole)
     if "try:" in source:  # the definition with the compatibility import stays whole
         plan = _plan(source, ["TL904"])
         assert plan is None or not any(p.stub_header for p in plan.pieces)

@@ -450,6 +450,10 @@ class AstIndex:
                 found.append((node, parents))
         return found
 
+    def matches(self, pattern: "re.Pattern[str]") -> bool:
+        """Does ``pattern`` match on a line of this index's statements (their comments too)?"""
+        return any(self.nodes_on(line) for line in self.lines_matching(pattern))
+
     def compat_imports(self) -> bool:
         """Is an ``import`` under a ``try`` or an ``if`` (compatibility code, as
         ``compat_imported_names`` reads it: ``try: from functorch import vmap``)?"""

@@ -19,6 +19,10 @@ from torchlint.tree import walk
 SET_TO_NONE_DEFAULT = (2, 0)
 SET_TO_NONE_ADDED = (1, 7)
 _CUDA_GRAPH_CAPTURE = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
+# What `_accumulates_into_grads` looks for, as the text spells it: `<x>.grad[.data] +=`/`-=`
+# or `.add_(`/`.sub_(`/`.copy_(` called on it (a parenthesised `(p.grad)` too).
+_ACCUMULATES = re.compile(
+    rf"\bgrad(?:{GAP}(?:\)|\.{GAP}data\b))*{GAP}(?:[-+]=|\.{GAP}(?:add_|sub_|copy_){GAP}\()")
 
 
 class ZeroGradSetToNone(Rule):
@@ -45,6 +49,9 @@ class ZeroGradSetToNone(Rule):
     ast_candidate = staticmethod(lambda index: index.mentions("zero_grad", substring=True)
                                  or index.method_calls_on("zero_", ("grad",), ("grad", "data")))
     fix_applicability = UNSAFE
+    # `_accumulates_into_grads` reads the module outside its classes: a partial parse keeps a
+    # definition that adds into `.grad` (a parameter server's sync) whole
+    keep_question = staticmethod(lambda index: index.matches(_ACCUMULATES))
 
     def visit_Call(self, node: cst.Call) -> None:
         target = method_call(node)
@@ -187,11 +194,6 @@ def _equal() -> cst.AssignEqual:  # ``=`` without spaces; a function: a libcst n
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
-_GRAD_WORD = re.compile(r"\bgrad\b")  # how an attribute `grad` is spelt in the source
-# What `_accumulates_into_grads` looks for, as the text spells it: `<x>.grad[.data] +=`/`-=`
-# or `.add_(`/`.sub_(`/`.copy_(` called on it (a parenthesised `(p.grad)` too).
-_ACCUMULATES = re.compile(
-    rf"\bgrad(?:{GAP}(?:\)|\.{GAP}data\b))*{GAP}(?:[-+]=|\.{GAP}(?:add_|sub_|copy_){GAP}\()")
 
 
 def _is_grad_attribute(node: cst.BaseExpression) -> bool:
