@@ -518,3 +518,21 @@ def test_what_a_rule_reads_in_other_definitions_is_not_cut_out(monkeypatch, sour
     if "try:" in source:  # the definition with the compatibility import stays whole
         plan = _plan(source, ["TL904"])
         assert plan is None or not any(p.stub_header for p in plan.pieces)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("TL*.py")), ids=lambda p: p.stem)
+def test_each_rule_alone_lints_its_fixture_the_same_from_a_partial_parse(monkeypatch, path):
+    """Each rule selected alone on its own fixture (between fillers): with every rule selected, a
+    rule that reads other definitions keeps most files whole, and a statement-local rule that
+    reads them too went unseen (TL401, TL404 and TL904 did)."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    monkeypatch.setattr(partial, "MIN_TABLE_LINES", 1)
+    text = path.read_text(encoding="utf-8")
+    settings = Settings(select=(path.stem.split("_")[0],), preview=True)
+    variants = [text]
+    if not (text.startswith(("#!", "from __future__")) or "\nfrom __future__" in text):
+        variants.append(f"def _filler(x):\n    x += 1\n    return x\n\n\n{text}\n\nclass _Filler:\n    y = 1\n    z = 2\n")
+    for variant in variants:
+        whole = _whole(monkeypatch, variant, str(path), settings)
+        assert _as_json(engine.lint_source(variant, str(path), settings)) == _as_json(whole)
