@@ -398,36 +398,21 @@ class IncrementalAst:
         old_end, new_end = len(old) - suffix, len(text) - suffix
         if old.count("\n", prefix, old_end) != text.count("\n", prefix, new_end):
             return None  # the statements after the change would move
-        # the chunks that hold the changed characters, the one before (an insertion at a chunk's
-        # start may belong to the chunk before it) and the one holding the first unchanged
-        # character after them (text inserted before a chunk's first line, `    def f():`,
-        # changes that statement)
-        first = max(bisect.bisect_right(starts, max(prefix - 1, 0)) - 1, 0)
-        last_chunk = max(bisect.bisect_right(starts, min(old_end, len(old) - 1)) - 1, first)
-        begin = starts[first]
-        stop = starts[last_chunk + 1] if last_chunk + 1 < len(starts) else len(old)
+        first, last_chunk, begin, stop = _changed_chunks(starts, prefix, old_end, len(old))
         groups = statement_groups(tree.body)
         if first == last_chunk and stop - begin >= MIN_CLASS_SPLIT_CHARS and len(groups[first]) == 1 \
                 and type(groups[first][0]) is ast.ClassDef:
             cls = IncrementalAst._reparse_in_class(old, text, cast(ast.ClassDef, groups[first][0]), begin, stop, prefix,
                                                    old_end, path)
             if cls is not None:
-                return ast.Module(body=[s for g in groups[:first] for s in g] + [cls]
-                                  + [s for g in groups[first + 1:] for s in g], type_ignores=[])
+                return ast.Module(body=_spliced(groups, first, first, [cls]), type_ignores=[])
         piece = text[begin: stop + len(text) - len(old)]
         if "__future__" in piece and begin:
             return None  # a future import is an error anywhere but at the top of the file
-        row = old.count("\n", 0, begin) + 1
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                parsed = ast.parse("\n" * (row - 1) + piece, filename=path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        parsed = _parse_piece(piece, old.count("\n", 0, begin) + 1, path)
+        if parsed is None:
             return None
-        before = [stmt for group in groups[:first] for stmt in group]
-        after = [stmt for group in groups[last_chunk + 1:] for stmt in group]
-        return ast.Module(body=before + parsed.body + after, type_ignores=[])
-
+        return ast.Module(body=_spliced(groups, first, last_chunk, parsed.body), type_ignores=[])
 
     @staticmethod
     def _reparse_in_class(old: str, text: str, cls: ast.ClassDef, begin: int, stop: int, prefix: int,
@@ -444,30 +429,48 @@ class IncrementalAst:
         starts = _cut_offsets(old, [statement_first_line(g[0]) for g in groups])[1:]
         if starts[0] <= begin or prefix < starts[0] or not column:
             return None  # the change reaches the header or what comes before the body
-        first = max(bisect.bisect_right(starts, max(prefix - 1, 0)) - 1, 0)
-        last = max(bisect.bisect_right(starts, min(old_end, len(old) - 1)) - 1, first)
-        piece_begin = starts[first]
-        piece_stop = starts[last + 1] if last + 1 < len(starts) else stop
+        first, last, piece_begin, piece_stop = _changed_chunks(starts, prefix, old_end, stop)
         piece = text[piece_begin: piece_stop + len(text) - len(old)]
         row = old.count("\n", 0, piece_begin) + 1
         if row < 2 or "__future__" in piece:
             return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                wrapper = ast.parse("\n" * (row - 2) + "class _C:\n" + piece, filename=path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-        if len(wrapper.body) != 1 or type(wrapper.body[0]) is not ast.ClassDef:
+        wrapper = _parse_piece(_WRAPPER + piece, row - 1, path)  # the wrapper's line just above
+        if wrapper is None or len(wrapper.body) != 1 or type(wrapper.body[0]) is not ast.ClassDef:
             return None  # a statement dedented out of the class: a whole parse decides
         parsed = wrapper.body[0].body
         if any(stmt.col_offset != column for stmt in parsed):
             return None
-        body = [s for g in groups[:first] for s in g] + parsed + [s for g in groups[last + 1:] for s in g]
+        body = _spliced(groups, first, last, parsed)
         new = copy.copy(cls)
         new.body = body
         new.end_lineno, new.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
         return new
+
+
+def _changed_chunks(starts: List[int], prefix: int, old_end: int, end: int) -> Tuple[int, int, int, int]:
+    """(first, last, where the first begins, where the one after the last begins or ``end``):
+    the chunks (beginning at ``starts``) that hold the characters changed between ``prefix`` and
+    ``old_end`` of the last text, the one before (an insertion at a chunk's start may belong to
+    the chunk before it) and the one holding the first unchanged character after them (text
+    inserted before a chunk's first line, `    def f():`, changes that statement)."""
+    first = max(bisect.bisect_right(starts, max(prefix - 1, 0)) - 1, 0)
+    last = max(bisect.bisect_right(starts, min(old_end, end - 1)) - 1, first)
+    return first, last, starts[first], starts[last + 1] if last + 1 < len(starts) else end
+
+
+def _parse_piece(piece: str, row: int, path: str) -> Optional[ast.Module]:
+    """CPython's tree of ``piece`` placed at line ``row``; None where it does not parse alone."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse("\n" * (row - 1) + piece, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _spliced(groups: List[List[ast.stmt]], first: int, last: int, new: List[ast.stmt]) -> List[ast.stmt]:
+    """The statements of ``groups`` with groups ``first`` to ``last`` replaced by ``new``."""
+    return [s for g in groups[:first] for s in g] + new + [s for g in groups[last + 1:] for s in g]
 
 
 def _chunk_starts(text: str, tree: ast.Module) -> List[int]:

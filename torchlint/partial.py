@@ -116,10 +116,10 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
     keeps = [rule.keep_question for rule, _ in questions if rule.keep_question is not None]
     for i, header in candidates:
         stmt = groups[i][0]
-        restricted = index.restricted(base + [stmt])
-        said_yes = [(rule, question) for rule, question in questions if question(restricted)]
         if keeps and any(keep(index.restricted([stmt])) for keep in keeps):
             continue  # what a rule reads elsewhere (a compatibility import): kept whole
+        restricted = index.restricted(base + [stmt])
+        said_yes = [(rule, question) for rule, question in questions if question(restricted)]
         if not said_yes:
             stubs[i] = header
         elif type(stmt) is ast.ClassDef and all(rule.method_local for rule, _ in said_yes):

@@ -119,9 +119,10 @@ def _first_pass(path: str, settings: "Settings"):
     project facts could make a rule fire, codes of the rules the ast prefilter kept or None,
     the findings without project facts or None), error). Findings are final when the file could
     not be read or no rule can fire on it; None means it is linted after the project index is
-    built, unless the index has no facts about it: then the last item stands. That lint is done
-    here, while the file's text is at hand, in the same pool (``speculate``): the index gives
-    facts to few files (13 of transformers' 1,813, none of timm's), which phase 3 lints again."""
+    built, unless the index has no facts about it and the last item is there: then it stands.
+    That lint is done here, while the file's text is at hand, in the same pool, where facts are
+    unlikely (``_facts_unlikely``): the index gives them to few files (13 of transformers'
+    1,813, none of timm's), which phase 3 lints again."""
     from torchlint.engine import first_pass
     from torchlint.project import EMPTY_FACTS
 
@@ -150,7 +151,7 @@ def _facts_unlikely(summary: Optional[dict], text: str) -> bool:
     """Lint now, without facts? Not where the file's own summary has a training loop's calls, a
     step hook or a loader factory moved to the device (the index then gives it facts, as it gave
     transformers' trainer.py: 1.1 s linted twice), nor for a very large file; a file whose facts
-    come only from other files' loops is linted again in phase 3 (6 small files of transformers)."""
+    come only from other files' loops is linted again in phase 3 (4 small files of transformers)."""
     if summary is None or len(text) > MAX_SPECULATIVE_CHARS:
         return False
     records = [summary.get("top", {}), *summary.get("functions", {}).values()]
@@ -303,7 +304,7 @@ def lint_paths(
     # Phase 1 (only for files whose summary is not cached)
     finished: Dict[str, Tuple[Optional[str], List[Diagnostic], bool]] = {}
     ast_codes: Dict[str, frozenset] = {}  # the rules phase 1's prefilters kept, per file
-    # phase 1's findings for files it linted without project facts: (digest, findings, error)
+    # phase 1's findings for files it linted without project facts: (digest or None, findings, error)
     speculative: Dict[str, Tuple[Optional[str], List[Diagnostic], Optional[str]]] = {}
 
     def first_phase(paths: Sequence[str]) -> None:
@@ -321,8 +322,8 @@ def lint_paths(
                 finished[path] = (digest, findings, with_project)
             elif kept is not None:
                 ast_codes[path] = kept
-                if guess is not None:
-                    speculative[path] = (digest,) + guess
+                if guess is not None:  # an error's findings are not cached (no digest)
+                    speculative[path] = (None if guess[1] else digest, guess[0], guess[1])
 
     first_phase(first_todo)
     if known is not None and cache is not None and any(
@@ -341,6 +342,17 @@ def lint_paths(
     project = ProjectIndex(summaries) if summaries and known is None else None
     todo: List[tuple] = []
     facts_of: Dict[str, "FileFacts"] = {}
+
+    def record(path: str, digest: Optional[str], findings: List[Diagnostic], error: Optional[str]) -> None:
+        """A file's findings into the result, and into the cache under its facts (``digest``:
+        of the bytes linted; None: not cacheable)."""
+        result.diagnostics.extend(findings)
+        if error:
+            result.errors.append(error)
+        st = stats.get(path)
+        if cache is not None and st is not None and digest is not None:
+            cache.store(path, settings_list[index_of[path]], st, digest, findings, facts_of[path].digest)
+
     for path in files:
         if known is not None:
             facts = known_facts[path]
@@ -350,19 +362,10 @@ def lint_paths(
         settings = settings_list[index_of[path]]
         if path in finished and not (facts.digest and finished[path][2]):
             digest, findings, _ = finished[path]
-            result.diagnostics.extend(findings)
-            st = stats.get(path)
-            if cache is not None and st is not None and digest is not None:
-                cache.store(path, settings, st, digest, findings, facts.digest)
+            record(path, digest, findings, None)
             continue
         if path in speculative and not facts.digest:  # linted in phase 1, as phase 3 would have
-            digest, findings, error = speculative[path]
-            result.diagnostics.extend(findings)
-            if error:
-                result.errors.append(error)
-            st = stats.get(path)
-            if cache is not None and st is not None and digest is not None and not error:
-                cache.store(path, settings, st, digest, findings, facts.digest)
+            record(path, *speculative[path])
             continue
         if cache is not None:
             found, st = cache.lookup(path, settings, facts.digest, stats.get(path))
@@ -376,12 +379,7 @@ def lint_paths(
 
     # Phase 3
     for path, diagnostics, digest, error in _run(todo, stats, settings_list, jobs, first=False):
-        result.diagnostics.extend(diagnostics)
-        if error:
-            result.errors.append(error)
-        st = stats.get(path)
-        if cache is not None and st is not None and digest is not None:
-            cache.store(path, settings_list[index_of[path]], st, digest, diagnostics, facts_of[path].digest)
+        record(path, digest, diagnostics, error)
     if cache is not None:
         cache.save()
         if (known is None or known.changed) and not result.errors:

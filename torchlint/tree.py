@@ -116,6 +116,19 @@ def walk(root: cst.CSTNode, skip: Tuple[type, ...] = (), include_root: bool = Tr
 _STATEMENT_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 
 
+def _push_statement_children(node: cst.CSTNode, stack: List[cst.CSTNode]) -> None:
+    """Onto ``stack``, last first, what ``node`` holds in its statement fields (blocks, clauses,
+    their statements): the step the statement walks below share."""
+    for field in _STATEMENT_FIELDS:
+        value = getattr(node, field, None)
+        if value is None:
+            continue
+        if type(value) is tuple or type(value) is list:
+            stack.extend(reversed(value))
+        elif isinstance(value, cst.CSTNode):
+            stack.append(value)
+
+
 def small_statements(root: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
     """Every simple statement under ``root`` (``x = f()``, ``return x``, ``import y``...), in
     functions and classes too, without visiting a single expression: a tenth of a walk."""
@@ -128,14 +141,7 @@ def small_statements(root: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
             continue
         if kind is cst.Lambda or isinstance(node, cst.BaseExpression):
             continue  # `body` of a lambda is an expression
-        for field in _STATEMENT_FIELDS:
-            value = getattr(node, field, None)
-            if value is None:
-                continue
-            if type(value) is tuple or type(value) is list:
-                stack.extend(reversed(value))
-            elif isinstance(value, cst.CSTNode):
-                stack.append(value)
+        _push_statement_children(node, stack)
 
 
 def compound_statements(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -147,19 +153,12 @@ def compound_statements(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         kind = type(node)
-        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite or kind is cst.Lambda:
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
             continue
-        if isinstance(node, cst.BaseExpression):
+        if kind is cst.Lambda or isinstance(node, cst.BaseExpression):
             continue
         yield node
-        for field in _STATEMENT_FIELDS:
-            value = getattr(node, field, None)
-            if value is None:
-                continue
-            if type(value) is tuple or type(value) is list:
-                stack.extend(reversed(value))
-            elif isinstance(value, cst.CSTNode):
-                stack.append(value)
+        _push_statement_children(node, stack)
 
 
 @functools.cache

@@ -194,8 +194,6 @@ def _equal() -> cst.AssignEqual:  # ``=`` without spaces; a function: a libcst n
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
-
-
 def _is_grad_attribute(node: cst.BaseExpression) -> bool:
     """``<x>.grad`` or ``<x>.grad.data``."""
     if isinstance(node, cst.Attribute) and node.attr.value == "data":
