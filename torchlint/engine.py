@@ -12,6 +12,7 @@ import warnings
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, Type
 
 from torchlint import _cst as cst
+from torchlint import editor_memo
 
 from torchlint.astindex import AstIndex
 from torchlint.testcode import is_test_module
@@ -238,12 +239,19 @@ def lint_source(
         else:
             if project is None and any(r.uses_project for r in candidates):
                 project = single_file_facts(text, path, tree, incremental)
-            walks = None
+            walks = reuse = None
             if incremental and index is not None:  # an editor: walk only where each rule's visits matter
                 walks = _walk_plan(module, tree, candidates, index, project)
+                # and not where a statement-local rule's findings are kept from the last lint
+                reuse = editor_memo.plan(path, text, tree, index, len(module.body), walks, candidates,
+                                         project, settings.fingerprint)
+                if reuse is not None:
+                    walks = reuse.walks
             try:
                 found = check_module(module, text, path, settings, candidates, project, tree, first_lines,
                                      stubs=_stubs(module, plan) if cut is not None else None, walks=walks)
+                if reuse is not None:
+                    found = reuse.merge(found)
             except PartialMismatch:  # a position in a left-out body, or one not placed exactly:
                 del module  # the same rules on a whole parse (no prefilter: they passed it)
                 return lint_source(text, path, settings, rules=candidates, prefilter=False, project=project)

@@ -1,0 +1,197 @@
+"""The editor path keeps statement-local rules' findings per definition between lints
+(``torchlint/editor_memo.py``): the findings must be those of a fresh lint after any edit."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from torchlint import editor_memo, engine
+from torchlint.config import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = sorted((ROOT / "fixtures").glob("*.py"))
+
+
+def _key(diagnostics):
+    return [d.to_json() | {"noqa_rows": d.noqa_rows} for d in diagnostics]
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """Counts the (rule, definition) pairs each lint serves from kept findings."""
+    editor_memo.clear()
+    counts = []
+    real = editor_memo.plan
+
+    def counting(*args, **kwargs):
+        reuse = real(*args, **kwargs)
+        counts.append(sum(len(codes) for codes in reuse._served.values()) if reuse is not None else 0)
+        return reuse
+
+    monkeypatch.setattr(editor_memo, "plan", counting)
+    yield counts
+    editor_memo.clear()
+
+
+def _fresh(text: str, path: str, settings: Settings, **kwargs):
+    return engine.lint_source(text, path, settings, **kwargs)
+
+
+def _edit(rng: random.Random, lines):
+    """One random editor edit: a line typed, removed, duplicated or changed; definitions moved."""
+    lines = list(lines)
+    kind = rng.randrange(6)
+    i = rng.randrange(len(lines)) if lines else 0
+    if kind == 0:
+        lines.insert(i, rng.choice(["\n", "# a note\n", "x = 1\n", "import torch as th\n", "    pass\n"]))
+    elif kind == 1 and len(lines) > 1:
+        del lines[i]
+    elif kind == 2 and lines:
+        lines.insert(i, lines[i])
+    elif kind == 3 and lines:
+        line = lines[i]
+        j = rng.randrange(len(line)) if line else 0
+        lines[i] = line[:j] + rng.choice(["", "a", " ", ")", ".cuda()", "(", ":"]) + line[j + 1:]
+    elif kind == 4:  # a definition at the top, pushing the others down
+        lines[:0] = ["def _typed():\n", "    return 1\n", "\n", "\n"]
+    else:  # the last lines moved to the front
+        cut = rng.randrange(len(lines)) if lines else 0
+        lines = lines[cut:] + lines[:cut]
+    return lines
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_random_edits_give_the_findings_of_a_fresh_lint(path, served):
+    """Each fixture (preview rules on) through 12 random edits, linted as an editor does after
+    each: the same findings, ranges, fixes and noqa rows as a whole lint of that text."""
+    settings = Settings(preview=True)
+    text = path.read_text(encoding="utf-8")
+    filler = "\n\ndef _other(a):\n    return a\n\n\nclass _Kept:\n    y = 1\n"
+    lines = (text + filler).splitlines(keepends=True)
+    rng = random.Random(path.name)
+    engine.lint_source("".join(lines), str(path), settings, incremental=True)
+    for _ in range(12):
+        lines = _edit(rng, lines)
+        variant = "".join(lines)
+        found = engine.lint_source(variant, str(path), settings, incremental=True)
+        assert _key(found) == _key(_fresh(variant, str(path), settings)), (path, variant)
+
+
+def test_the_random_edits_serve_kept_findings(served):
+    """The test above is not vacuous: over the fixtures, kept findings were served."""
+    settings = Settings(preview=True)
+    for path in FIXTURES:
+        text = path.read_text(encoding="utf-8")
+        engine.lint_source(text, str(path), settings, incremental=True)
+        engine.lint_source("# typed\n" + text if not text.startswith(("#!", "from __future__", '"""')) else text + "\n# typed\n",
+                           str(path), settings, incremental=True)
+    assert sum(served) > 50
+
+
+MOVED = '''import torch
+
+
+def other():
+    return 1
+
+
+def make(device):
+    x = torch.zeros(8).to(device)
+    return x
+'''
+
+
+def test_a_kept_finding_moves_with_its_definition(served):
+    settings = Settings()
+    first = engine.lint_source(MOVED, "m.py", settings, incremental=True)
+    assert [d.code for d in first] == ["TL202"]
+    moved = MOVED.replace("    return 1\n", "    a = 1\n    b = 2\n    c = 3\n    return 1\n")
+    second = engine.lint_source(moved, "m.py", settings, incremental=True)
+    assert served[-1] >= 1  # TL202 in `make` came from the first lint
+    assert _key(second) == _key(_fresh(moved, "m.py", settings))
+    assert second[0].location.row == first[0].location.row + 3
+    assert second[0].fix is not None
+    assert [e.location.row for e in second[0].fix.edits] == [e.location.row + 3 for e in first[0].fix.edits]
+
+
+def test_an_edit_of_the_imports_is_not_served_stale(served):
+    """The statements that are not definitions are part of every kept answer's key: with
+    ``torch`` no longer imported, ``torch.zeros`` is not torch's."""
+    settings = Settings()
+    engine.lint_source(MOVED, "m.py", settings, incremental=True)
+    changed = MOVED.replace("import torch\n", "import numpy as torch\n")
+    found = engine.lint_source(changed, "m.py", settings, incremental=True)
+    assert served[-1] == 0
+    assert _key(found) == _key(_fresh(changed, "m.py", settings)) == []
+
+
+COMPAT = '''from functorch import vmap
+
+
+def batched(f, x):
+    return vmap(f)(x)
+
+
+def other():
+    return 1
+'''
+
+
+def test_a_keep_question_definition_is_part_of_the_key(served):
+    """TL904 is silenced by a compatibility import in any function of the file (its
+    ``keep_question``): typing one into another definition must not leave the kept finding."""
+    settings = Settings(preview=True)
+    before = engine.lint_source(COMPAT, "c.py", settings, incremental=True)
+    compat = COMPAT.replace("def other():\n    return 1\n", "def other():\n    try:\n        from functorch import vmap\n"
+                            "    except ImportError:\n        vmap = None\n    return vmap\n")
+    after = engine.lint_source(compat, "c.py", settings, incremental=True)
+    assert [d.code for d in before] == ["TL904"]
+    assert _key(after) == _key(_fresh(compat, "c.py", settings)) == []
+    again = engine.lint_source(COMPAT, "c.py", settings, incremental=True)
+    assert _key(again) == _key(before)
+
+
+STEP = '''import torch
+
+
+def helper():
+    torch.cuda.empty_cache()
+
+
+def train(model, loader, optimizer):
+    for batch in loader:
+        model(batch).sum().backward()
+        optimizer.step()
+        helper()
+'''
+
+
+def test_project_facts_are_part_of_the_key_of_rules_that_read_them(served):
+    """TL501 in a helper fires because a training loop in another definition calls it every
+    step (the file's own project facts): once the call is gone, so is the finding."""
+    settings = Settings()
+    before = engine.lint_source(STEP, "s.py", settings, incremental=True)
+    assert [d.code for d in before] == ["TL501"]
+    assert _key(before) == _key(_fresh(STEP, "s.py", settings))
+    gone = STEP.replace("        helper()\n", "        pass\n")
+    after = engine.lint_source(gone, "s.py", settings, incremental=True)
+    assert _key(after) == _key(_fresh(gone, "s.py", settings)) == []
+    again = engine.lint_source(STEP, "s.py", settings, incremental=True)
+    assert _key(again) == _key(before)
+
+
+def test_a_fix_reaching_outside_its_definition_is_not_kept():
+    from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+
+    inside = Diagnostic("TL202", "n", "m", "p.py", Location(5, 1), Location(5, 9),
+                        Fix("safe", "f", (Edit(Location(5, 1), Location(5, 9), "y"),)), 5, (5,))
+    outside = Diagnostic("TL202", "n", "m", "p.py", Location(5, 1), Location(5, 9),
+                         Fix("safe", "f", (Edit(Location(1, 1), Location(1, 1), "import torch\n"),)), 5, (5,))
+    assert editor_memo._within(inside, 4, 6)
+    assert not editor_memo._within(outside, 4, 6)
+    moved = editor_memo._moved(inside, 2)
+    assert (moved.location.row, moved.end_location.row, moved.fix.edits[0].location.row, moved.noqa_row,
+            moved.noqa_rows) == (7, 7, 7, 7, (7,))

@@ -1,0 +1,225 @@
+"""An editor's findings of statement-local rules, kept per top-level definition between lints.
+
+A keystroke changes one definition of a buffer; a ``statement_local`` rule's findings in every
+other definition cannot change (``rules/base.py``: they depend on that definition's text, the
+module's statements that are not definitions, the other definitions' names and headers, the
+project facts for rules that read them, and, for a rule with a ``keep_question``, the
+definitions it says yes to). So the editor path (``lint_source(..., incremental=True)``) keeps,
+for each (rule, definition) it walked, the findings there, keyed by all of that; on the next
+lint, a (rule, definition) with a kept answer is taken out of the walk plan and its findings
+come back moved to the definition's new first line. The rules that are not statement-local
+walk as before.
+
+A definition is its *chunk*: the lines after the statement before it (comments, blank lines,
+decorators) through its last line. Findings are kept only when every row they hold (the
+finding, its fix's edits, its noqa rows) lies in that chunk; otherwise the pair is walked again.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Type
+
+from torchlint.astindex import statement_first_line, statement_groups
+from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.astindex import AstIndex
+    from torchlint.project import FileFacts
+    from torchlint.rules.base import Rule
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+# path -> (key -> (the chunk's first line then, its findings)); the few newest buffers only
+_TABLES: Dict[str, Dict[tuple, Tuple[int, Tuple[Diagnostic, ...]]]] = {}
+# path -> ((rule code, a definition's chunk) -> its keep_question's answer)
+_KEEP: Dict[str, Dict[Tuple[str, str], bool]] = {}
+_BUFFERS = 8
+
+
+def _recent(tables: Dict[str, dict], path: str) -> dict:
+    table = tables.pop(path, None)
+    tables[path] = table = {} if table is None else table
+    while len(tables) > _BUFFERS:
+        del tables[next(iter(tables))]
+    return table
+
+
+def clear() -> None:
+    """Forget every buffer's kept findings (tests; a language server's shutdown)."""
+    _TABLES.clear()
+    _KEEP.clear()
+
+
+class Reuse:
+    """One lint's use of the kept findings: ``walks`` is the walk plan without the (rule,
+    definition) pairs served from them; ``merge`` puts their findings back into the lint's
+    and keeps those of the pairs walked."""
+
+    def __init__(self, walks: Tuple[Tuple[Type["Rule"], ...], ...], spans: List[Tuple[int, int]],
+                 served: Dict[int, FrozenSet[str]], kept: List[Diagnostic],
+                 to_store: List[Tuple[tuple, int, str]], table: dict, used: Set[tuple]) -> None:
+        self.walks = walks
+        self._spans = spans
+        self._served = served
+        self._kept = kept
+        self._to_store = to_store
+        self._table = table
+        self._used = used
+
+    def merge(self, found: List[Diagnostic]) -> List[Diagnostic]:
+        spans, served = self._spans, self._served
+        firsts = [first for first, _ in spans]
+        by_pair: Dict[Tuple[int, str], List[Diagnostic]] = {}
+        out: List[Diagnostic] = []
+        for diagnostic in found:
+            group = _group_of(diagnostic.location.row, spans, firsts)
+            if group is not None and diagnostic.code in served.get(group, ()):
+                continue  # a served pair: its kept findings stand (the rule did not walk there)
+            out.append(diagnostic)
+            if group is not None:
+                by_pair.setdefault((group, diagnostic.code), []).append(diagnostic)
+        out.extend(self._kept)
+        table = self._table
+        for key, group, code in self._to_store:
+            first, last = spans[group]
+            findings = tuple(by_pair.get((group, code), ()))
+            if all(_within(d, first, last) for d in findings):
+                table[key] = (first, findings)
+                self._used.add(key)
+        for key in [k for k in table if k not in self._used]:  # definitions edited away
+            del table[key]
+        return out
+
+
+def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length: int,
+         walks: Optional[Sequence[Sequence[Type["Rule"]]]], rules: Sequence[Type["Rule"]],
+         project: Optional["FileFacts"], fingerprint: str) -> Optional[Reuse]:
+    """The walk plan ``walks`` (None: every rule walks every statement) without the pairs the
+    kept findings serve, or None when the module's statements do not line up with CPython's
+    (``body_length``: libcst's module body) or no rule can be served."""
+    local = [r for r in rules if r.statement_local and r.ast_candidate is not None]
+    if not local:
+        return None
+    groups = statement_groups(tree.body)
+    if len(groups) != body_length or (walks is not None and len(walks) != body_length):
+        return None
+    starts = index._lines()
+    spans: List[Tuple[int, int]] = []
+    previous_end = 0
+    for group in groups:
+        last = max(s.end_lineno or s.lineno for s in group)
+        spans.append((previous_end + 1, last))
+        previous_end = last
+
+    def chunk(i: int) -> str:
+        first, last = spans[i]
+        return text[starts[first - 1]:starts[last] if last < len(starts) else len(text)]
+
+    definitions = [i for i, g in enumerate(groups) if len(g) == 1 and isinstance(g[0], _DEFINITIONS)]
+    if not definitions:
+        return None
+    is_definition = set(definitions)
+    chunks = {i: chunk(i) for i in definitions}
+    base = tuple(chunk(i) for i in range(len(groups)) if i not in is_definition)
+    headers = tuple(_header(text, starts, groups[i][0]) for i in definitions)
+    # a digest, not the texts: a buffer's kept answers come from many lints, each with its copy
+    common = _digest(fingerprint, path, *base, "\0headers", *headers)
+    digest = project.digest if project is not None else ""
+    keep_answers = _recent(_KEEP, path)
+    contexts: Dict[str, tuple] = {}
+    for rule in local:
+        keep: Optional[bytes] = None
+        if rule.keep_question is not None:
+            keep = _digest(*(chunks[i] for i in definitions if _keeps(rule, index, groups[i][0], chunks[i], keep_answers)))
+        contexts[rule.code] = (common, digest if rule.uses_project else None, keep)
+    present = set(chunks.values())
+    for key in [k for k in keep_answers if k[1] not in present]:
+        del keep_answers[key]
+
+    table = _recent(_TABLES, path)
+    everyone = tuple(rules)
+    plan_walks = [tuple(w) for w in walks] if walks is not None else [everyone] * len(groups)
+    served: Dict[int, FrozenSet[str]] = {}
+    kept: List[Diagnostic] = []
+    to_store: List[Tuple[tuple, int, str]] = []
+    used: Set[tuple] = set()
+    for i in definitions:
+        walking = plan_walks[i]
+        codes = set()
+        for rule in walking:
+            if rule.code not in contexts:
+                continue
+            key = (rule.code, chunks[i], contexts[rule.code])
+            entry = table.get(key)
+            if entry is None:
+                to_store.append((key, i, rule.code))
+                continue
+            used.add(key)
+            codes.add(rule.code)
+            shift = spans[i][0] - entry[0]
+            kept.extend([_moved(d, shift) for d in entry[1]] if shift else entry[1])
+        if codes:
+            served[i] = frozenset(codes)
+            plan_walks[i] = tuple(r for r in walking if r.code not in codes)
+    return Reuse(tuple(plan_walks), spans, served, kept, to_store, table, used)
+
+
+def _digest(*texts: str) -> bytes:
+    """What the kept answers' keys hold of the texts they depend on (the texts' lengths too:
+    no two lists of texts join alike)."""
+    data = hashlib.blake2b(digest_size=16)
+    for text in texts:
+        data.update(b"%d:" % len(text))
+        data.update(text.encode("utf-8", "surrogatepass"))
+    return data.digest()
+
+
+def _keeps(rule: Type["Rule"], index: "AstIndex", stmt: ast.stmt, chunk: str, answers: Dict[Tuple[str, str], bool]) -> bool:
+    key = (rule.code, chunk)
+    answer = answers.get(key)
+    if answer is None:
+        answer = answers[key] = bool(rule.keep_question(index.restricted([stmt])))  # type: ignore[misc]
+    return answer
+
+
+def _header(text: str, starts: List[int], stmt: ast.stmt) -> str:
+    """A definition's decorators and ``def``/``class`` line(s), up to its body."""
+    first = statement_first_line(stmt)
+    body = getattr(stmt, "body", None)
+    last = max(stmt.lineno, body[0].lineno - 1) if body else stmt.end_lineno or stmt.lineno
+    return text[starts[first - 1]:starts[last] if last < len(starts) else len(text)]
+
+
+def _group_of(row: int, spans: List[Tuple[int, int]], firsts: List[int]) -> Optional[int]:
+    from bisect import bisect_right
+
+    i = bisect_right(firsts, row) - 1
+    return i if i >= 0 and row <= spans[i][1] else None
+
+
+def _within(d: Diagnostic, first: int, last: int) -> bool:
+    rows = [d.location.row, d.end_location.row, *d.noqa_rows]
+    if d.noqa_row is not None:
+        rows.append(d.noqa_row)
+    if d.fix is not None:
+        for edit in d.fix.edits:
+            rows += (edit.location.row, edit.end_location.row)
+    return d.cell is None and all(first <= row <= last for row in rows)
+
+
+def _moved(d: Diagnostic, shift: int) -> Diagnostic:
+    """``d`` ``shift`` lines down (its text is the same, so its columns are)."""
+    def at(location: Location) -> Location:
+        return Location(location.row + shift, location.column)
+
+    fix = d.fix
+    if fix is not None:
+        fix = Fix(fix.applicability, fix.message, tuple(
+            Edit(at(e.location), at(e.end_location), e.content, e.cell) for e in fix.edits))
+    return dataclasses.replace(
+        d, location=at(d.location), end_location=at(d.end_location), fix=fix,
+        noqa_row=d.noqa_row + shift if d.noqa_row is not None else None,
+        noqa_rows=tuple(row + shift for row in d.noqa_rows))
