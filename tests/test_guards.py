@@ -59,3 +59,30 @@ def test_a_chain_too_deep_for_libcst_is_still_refused():
     text = "if x == 0:\n    pass\n" + "".join(f"elif x == {i}:\n    pass\n" for i in range(1, 1500))
     refused = guards.refusal(text)
     assert refused is not None and refused.code == "TL003"
+
+
+def test_an_editor_checks_only_the_statements_libcst_has_not_parsed(monkeypatch):
+    """``engine._editor_refusal``: a large buffer linted again after an edit scans the edited
+    top-level statement, not the file; an ``elif`` chain too deep for libcst typed into it is
+    refused as a whole lint refuses it (same finding), and nothing is scanned twice."""
+    from torchlint import engine
+    from torchlint.config import Settings
+
+    settings = Settings()
+    body = "".join(f"def f{i}(x):\n    return torch.zeros(3).to(x) + {i}\n\n\n" for i in range(200))
+    text = "import torch\n\n\n" + body
+    assert len(text) > 8_000
+    engine.lint_source(text, "big.py", settings, incremental=True)
+    scanned = []
+    real = guards.scan
+    monkeypatch.setattr(guards, "scan", lambda piece: scanned.append(piece) or real(piece))
+    edited = text.replace("+ 7\n", "+ 77\n")
+    found = engine.lint_source(edited, "big.py", settings, incremental=True)
+    assert scanned == ["def f7(x):\n    return torch.zeros(3).to(x) + 77\n\n\n"]
+    assert [(d.code, d.location.row) for d in found] == [(d.code, d.location.row) for d in engine.lint_source(edited, "big.py", settings)]
+
+    chain = "def deep(x):\n    if x == 0:\n        pass\n" + "".join(f"    elif x == {i}:\n        pass\n" for i in range(1, 1200))
+    deep = edited + chain
+    whole = [(d.code, d.message, d.location.row) for d in engine.lint_source(deep, "big.py", settings)]
+    assert whole and whole[0][0] == "TL003"
+    assert [(d.code, d.message, d.location.row) for d in engine.lint_source(deep, "big.py", settings, incremental=True)] == whole

@@ -26,7 +26,7 @@ from torchlint.context import (
     render_node,
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
-from torchlint.guards import refusal, too_large
+from torchlint.guards import Refusal, refusal, shallow, too_large
 from torchlint.parsing import LARGE_FILE_CHARS, IncrementalAst, IncrementalParser, parse_ast, parse_with_lines
 from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements, walk_plan, walk_plan_key
 from torchlint.positions import Positions
@@ -204,7 +204,8 @@ def lint_source(
         error = syntax_error(text, path, settings) if "TL001" in codes else None
         if error:
             diagnostics.append(error)
-    elif (refused := refusal(text)) is not None:  # guards.py: nesting or size that crashes libcst
+    elif (refused := _editor_refusal(text, tree) if incremental else refusal(text)) is not None:
+        # guards.py: nesting or size that crashes libcst
         if refused.code in codes:
             diagnostics.append(_engine_diagnostic(refused.code, refused.message, path, refused.row, refused.column))
     else:
@@ -259,6 +260,17 @@ def lint_source(
     diagnostics = filter_suppressed(text, diagnostics, path, codes)  # and TL004 unused-noqa
     diagnostics.sort(key=Diagnostic.sort_key)
     return diagnostics
+
+
+def _editor_refusal(text: str, tree: Optional[ast.Module]) -> Optional[Refusal]:
+    """``guards.refusal(text)`` for an editor's buffer: with CPython's tree (the file's size
+    passed ``too_large``), only the chunks libcst has not parsed yet need the quick checks
+    (``guards.shallow``); the whole text is looked at when one fails them."""
+    if tree is not None:
+        chunks = _INCREMENTAL.unparsed_chunks(text, tree)
+        if chunks is not None and all(shallow(chunk) for chunk in chunks):
+            return None
+    return refusal(text)
 
 
 def statement_plan(text: str, path: str, settings, rules: Sequence[Type[Rule]],

@@ -238,14 +238,26 @@ def refusal(text: str) -> Optional[Refusal]:
     refused = too_large(text, shape)
     if refused is not None:
         return refused
-    if (
+    if _shallow(text, shape):
+        return None
+    return _closer_look(text, shape)
+
+
+def shallow(piece: str) -> bool:
+    """Whether ``piece`` passes ``refusal``'s quick checks, which each hold for a file exactly
+    when they hold for each of its top-level statements (brackets, logical lines and ``elif``
+    chains never span two): a file whose size passed ``too_large``, cut at its top-level
+    statements, needs only its pieces checked (an editor: those libcst has not parsed yet)."""
+    return _shallow(piece, scan(piece))
+
+
+def _shallow(text: str, shape: Shape) -> bool:
+    return (
         shape.bracket_depth <= MAX_BRACKET_DEPTH
         and shape.nesting <= MAX_DEPTH
         and shape.longest_line <= MAX_STATEMENT_CODE
         and (text.count("elif") <= MANY_ELIFS or longest_elif_run(text) <= MANY_ELIFS)
-    ):
-        return None
-    return _closer_look(text, shape)
+    )
 
 
 def _closer_look(text: str, shape: Shape) -> Optional[Refusal]:

@@ -172,16 +172,37 @@ class IncrementalParser:
         self._chars = 0
         #: first line of each top-level statement of the last text split in chunks, else None
         self.first_lines: Optional[List[int]] = None
+        # (text, tree, its chunks, first lines, groups) of the last split, for ``parse`` after
+        # ``unparsed_chunks``
+        self._split: Optional[tuple] = None
+
+    def unparsed_chunks(self, text: str, tree: ast.Module) -> Optional[List[str]]:
+        """The chunks of ``text`` that ``parse`` would hand libcst (those not parsed before);
+        None when it would parse the whole text."""
+        split = self._split_of(text, tree)
+        if split[0] is None or len(split[0]) < 2:
+            return None
+        return [chunk for chunk in split[0] if chunk not in self._chunks]
+
+    def _split_of(self, text: str, tree: Optional[ast.Module]) -> tuple:
+        last = self._split
+        if last is not None and last[0] is text and last[1] is tree:
+            return last[2:]
+        firsts: List[int] = []
+        groups: List[Tuple[int, List[ast.stmt]]] = []
+        if len(text) < MIN_INCREMENTAL_CHARS or _lone_cr(text):
+            chunks = None
+        else:
+            chunks = _split(text, tree, firsts, groups if tree is not None and self.split_classes else None)
+        self._split = (text, tree, chunks, firsts, groups)
+        return chunks, firsts, groups
 
     def parse(self, text: str, tree: Optional[ast.Module] = None) -> cst.Module:
         """``tree``: CPython's tree of ``text`` when the caller has it (saves parsing it again;
         with it, a large class is parsed statement by statement of its body)."""
         self.first_lines = None
-        if len(text) < MIN_INCREMENTAL_CHARS or _lone_cr(text):
-            return cst.parse_module(text)
-        firsts: List[int] = []
-        groups: List[Tuple[int, List[ast.stmt]]] = []
-        chunks = _split(text, tree, firsts, groups if tree is not None and self.split_classes else None)
+        chunks, firsts, groups = self._split_of(text, tree)
+        self._split = None  # the texts are not kept alive
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
         modules = [self._chunk(chunk, groups[i]) for i, chunk in enumerate(chunks)] if groups else [
