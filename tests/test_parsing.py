@@ -457,9 +457,10 @@ def test_parser_output_skips_validation_and_hand_built_nodes_still_get_it():
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_same_tree_with_classes_parsed_statement_by_statement(path, monkeypatch):
-    """With CPython's tree, a large class is parsed a body statement at a time
-    (``IncrementalParser._class_chunk``): the tree is still libcst's own, to the last blank line."""
+    """With CPython's tree, a large class or function is parsed a body statement at a time
+    (``IncrementalParser._definition_chunk``): the tree is still libcst's own, to the last blank line."""
     monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    monkeypatch.setattr(parsing, "MIN_FUNCTION_SPLIT_CHARS", 0)
     text = path.read_text(encoding="utf-8")
     module = IncrementalParser().parse(text, ast.parse(text))
     assert module.code == text
@@ -482,9 +483,26 @@ CLASS_EDGES = [
 ]
 
 
-@pytest.mark.parametrize("text", CLASS_EDGES)
+FUNCTION_EDGES = [
+    # decorators, a signature over several lines, a docstring, comments at column 0 and indented
+    # in the body, a nested function, statements only a function may hold
+    "import torch\n\n\n@torch.no_grad()\n@dec(\n    1,\n)\ndef f(\n    a,\n    b: int = 2,\n) -> None:  # header\n"
+    "    '''doc'''\n    # first\n    global G\n    x = yield a\n\n# column 0\n    def inner():\n        nonlocal x\n"
+    "        return x\n\n    y = [i async for i in b] if a else (lambda: a)\n    return (yield from inner())\n"
+    "    # trailer\n\n# after\nz = f\n",
+    "async def g(s):\n    async with s as t:\n        await t\n    async for u in s:\n        pass\n"
+    "    match s:\n        case [1, *rest]:\n            return rest\n        case _:\n            pass\n    return await s\n\ny = 1\n",
+    # a dedented comment between statements, the body on the header's line, a one-statement body
+    "def h():\n        a = 1\n    # odd\n        return a\n\ndef i(): return 1\n\ndef j():\n    return 2\n",
+    # tabs, and a function that ends the file without a newline
+    "import os\n\ndef k(x):\n\tif x:\n\t\treturn 1\n\treturn 2",
+]
+
+
+@pytest.mark.parametrize("text", CLASS_EDGES + FUNCTION_EDGES)
 def test_class_parts_round_trip(text, monkeypatch):
     monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    monkeypatch.setattr(parsing, "MIN_FUNCTION_SPLIT_CHARS", 0)
     monkeypatch.setattr(parsing, "MIN_INCREMENTAL_CHARS", 0)
     module = IncrementalParser().parse(text, ast.parse(text))
     assert module.code == text
@@ -510,17 +528,34 @@ def test_an_edit_in_one_method_of_a_large_class_parses_that_method_again(monkeyp
     assert [a.body is b.body for a, b in zip(old_body, new_body)].count(False) == 1
 
 
+def test_an_edit_in_one_statement_of_a_long_function_parses_that_statement_again(monkeypatch):
+    steps = "".join(f"        loss{i} = model(batch).sum() * {i}\n        loss{i}.backward()\n" for i in range(60))
+    text = f"import torch\n\n\ndef train(model, loader):\n    model.train()\n    for batch in loader:\n{steps}    return model\n\n\nx = 1\n"
+    assert len(text.split("def train")[1]) > parsing.MIN_FUNCTION_SPLIT_CHARS
+    parser = IncrementalParser()
+    first = parser.parse(text, ast.parse(text))
+    parsed = []
+    real = cst.parse_module
+    monkeypatch.setattr(parsing.cst, "parse_module", lambda t: parsed.append(t) or real(t))
+    edited = text.replace("    return model\n", "    return model  # typed\n")
+    second = parser.parse(edited, ast.parse(edited))
+    assert second.code == edited and second.deep_equals(real(edited))
+    assert parsed == [parsing._WRAPPER + "    return model  # typed\n\n\n"]
+    assert first.body[1].body.body[1] is second.body[1].body.body[1]  # the loop's tree is reused
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_random_typing_in_classes_parsed_by_parts(seed, monkeypatch):
-    """Random typing (``_edits``) on real files whose classes are parsed a body statement at a
-    time: after each edit that parses, libcst's tree of the whole buffer, to the last blank
-    line, and its code; an edit that does not parse raises as a whole parse does."""
+    """Random typing (``_edits``) on real files whose classes and functions are parsed a body
+    statement at a time: after each edit that parses, libcst's tree of the whole buffer, to the
+    last blank line, and its code; an edit that does not parse raises as a whole parse does."""
     import random
 
     monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    monkeypatch.setattr(parsing, "MIN_FUNCTION_SPLIT_CHARS", 0)
     monkeypatch.setattr(parsing, "MIN_INCREMENTAL_CHARS", 0)
-    real, parts = parsing.IncrementalParser._class_chunk, []
-    monkeypatch.setattr(parsing.IncrementalParser, "_class_chunk",
+    real, parts = parsing.IncrementalParser._definition_chunk, []
+    monkeypatch.setattr(parsing.IncrementalParser, "_definition_chunk",
                         lambda self, *a: parts.append(real(self, *a)) or parts[-1])
     rng = random.Random(seed)
     with_classes = [p for p in SOURCES if "\nclass " in p.read_text(encoding="utf-8")]

@@ -17,7 +17,7 @@ import copy
 import re
 import warnings
 from collections import OrderedDict
-from typing import Any, Iterator, List, Optional, Tuple, cast
+from typing import Any, Iterator, List, Optional, Tuple, Union, cast
 
 from torchlint import _cst as cst
 
@@ -151,23 +151,31 @@ def parse_with_lines(text: str, tree: Optional[ast.Module] = None) -> Tuple[cst.
     file takes ~100 MB, and is not kept alive next to libcst's for that (``tree``: the caller's,
     when it has one; else the lines are found chunk by chunk, see ``statement_first_lines``)."""
     if len(text) >= LARGE_FILE_CHARS:
-        parser = IncrementalParser(max_chars=0, split_classes=False)
+        parser = IncrementalParser(max_chars=0, split_definitions=False)
         module = parser.parse(text, tree)
         return module, parser.first_lines
     return cst.parse_module(text), None
 
 
-# A class chunk this large is parsed statement by statement of its body (``_class_chunk``), so
-# that an edit in one method of a 4,000-line class parses that method again, not the class.
+# A class chunk this large is parsed statement by statement of its body (``_definition_chunk``),
+# so that an edit in one method of a 4,000-line class parses that method again, not the class.
 MIN_CLASS_SPLIT_CHARS = 10_000
-# What a class body's statements are parsed under: the body's own text, indented as it is.
+# Likewise a function this large (a training loop of 100 lines: libcst takes ~6 ms for it at each
+# keystroke, ~0.5 ms for the statement of its body typed in).
+MIN_FUNCTION_SPLIT_CHARS = 2_000
+# What a class or function body's statements are parsed under: the body's own text, indented
+# as it is.
 _WRAPPER = "class _C:\n"
+_Definition = Union[ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef]
+# The definitions parsed by parts, and the name of the libcst node each is (libcst is imported
+# when first needed)
+_BY_PARTS = {ast.ClassDef: "ClassDef", ast.FunctionDef: "FunctionDef", ast.AsyncFunctionDef: "FunctionDef"}
 
 
 class IncrementalParser:
-    def __init__(self, max_chars: int = CACHE_CHARS, split_classes: bool = True) -> None:
+    def __init__(self, max_chars: int = CACHE_CHARS, split_definitions: bool = True) -> None:
         self.max_chars = max_chars
-        self.split_classes = split_classes
+        self.split_definitions = split_definitions
         self._chunks: "OrderedDict[str, cst.Module]" = OrderedDict()
         self._chars = 0
         #: first line of each top-level statement of the last text split in chunks, else None
@@ -193,7 +201,7 @@ class IncrementalParser:
         if len(text) < MIN_INCREMENTAL_CHARS or _lone_cr(text):
             chunks = None
         else:
-            chunks = _split(text, tree, firsts, groups if tree is not None and self.split_classes else None)
+            chunks = _split(text, tree, firsts, groups if tree is not None and self.split_definitions else None)
         self._split = (text, tree, chunks, firsts, groups)
         return chunks, firsts, groups
 
@@ -217,8 +225,10 @@ class IncrementalParser:
         module = self._cached(chunk)
         if module is not None:
             return module
-        if group is not None and len(chunk) >= MIN_CLASS_SPLIT_CHARS and len(group[1]) == 1 and type(group[1][0]) is ast.ClassDef:
-            module = self._class_chunk(chunk, group[0], group[1][0])
+        if group is not None and len(group[1]) == 1:
+            kind = type(group[1][0])
+            if len(chunk) >= (MIN_CLASS_SPLIT_CHARS if kind is ast.ClassDef else MIN_FUNCTION_SPLIT_CHARS) and kind in _BY_PARTS:
+                module = self._definition_chunk(chunk, group[0], cast(_Definition, group[1][0]))
         if module is None:
             module = cst.parse_module(chunk)
         self._store(chunk, module)
@@ -245,17 +255,19 @@ class IncrementalParser:
             old, _ = self._chunks.popitem(last=False)
             self._chars -= len(old)
 
-    def _class_chunk(self, chunk: str, first_line: int, node: ast.ClassDef) -> Optional[cst.Module]:
-        """The chunk holding one class, from libcst's trees of its parts: the text up to its
-        body's first statement with ``pass`` as the body, and each statement of the body
-        (``statement_groups``) with the comment and blank lines up to the next, parsed under
-        ``class _C:`` as they are indented. Each part is cached by its text, so an edit in one
-        method parses that method again. The parts' leading and trailing lines go where libcst
-        puts them in a whole parse (the lines between two statements lead the second; those
-        after the last one are the class's block footer, then the module's); None where that
-        cannot be done faithfully (a part parses otherwise than alone, a line in the gap
-        between statements indented less than the body but not at column 0, indentation that
-        differs between parts): the caller parses the chunk whole."""
+    def _definition_chunk(self, chunk: str, first_line: int, node: "_Definition") -> Optional[cst.Module]:
+        """The chunk holding one class or function, from libcst's trees of its parts: the text
+        up to its body's first statement with ``pass`` as the body, and each statement of the
+        body (``statement_groups``) with the comment and blank lines up to the next, parsed
+        under ``class _C:`` as they are indented (libcst's grammar, like CPython's, takes a
+        ``return``, ``yield`` or ``await`` there: where they may stand is the compiler's rule,
+        not the parser's). Each part is cached by its text, so an edit in one method, or in
+        one statement of a long function, parses that part again. The parts' leading and
+        trailing lines go where libcst puts them in a whole parse (the lines between two
+        statements lead the second; those after the last one are the block's footer, then the
+        module's); None where that cannot be done faithfully (a part parses otherwise than
+        alone, a line in the gap between statements indented less than the body but not at
+        column 0, indentation that differs between parts): the caller parses the chunk whole."""
         groups = statement_groups(node.body)
         if len(groups) < 2:
             return None
@@ -271,10 +283,10 @@ class IncrementalParser:
             parts = [self._parsed(_WRAPPER + chunk[a:b]) for a, b in zip(bounds[1:], bounds[2:])]
         except (cst.ParserSyntaxError, RecursionError, ValueError):
             return None
-        if len(head.body) != 1 or type(head.body[0]) is not cst.ClassDef or head.footer:
+        if len(head.body) != 1 or type(head.body[0]).__name__ != _BY_PARTS[type(node)] or head.footer:
             return None
-        cls = head.body[0]
-        block = cls.body
+        definition = cast(Union[cst.ClassDef, cst.FunctionDef], head.body[0])
+        block = definition.body
         if type(block) is not cst.IndentedBlock or len(block.body) != 1 or block.footer:
             return None
         carried = list(cast(Any, block.body[0]).leading_lines)  # comment lines between the header and the body
@@ -298,8 +310,8 @@ class IncrementalParser:
                 if line.whitespace.value:
                     return None
                 carried.append(line.with_changes(indent=False) if line.indent else line)
-        klass = cls.with_changes(body=block.with_changes(body=body, footer=footer))
-        return head.with_changes(body=[klass], footer=tail, has_trailing_newline=trailing)
+        whole = definition.with_changes(body=block.with_changes(body=body, footer=footer))
+        return head.with_changes(body=[whole], footer=tail, has_trailing_newline=trailing)
 
 
 def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[int]] = None,
