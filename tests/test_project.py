@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import sys
 import textwrap
 
 import pytest
@@ -129,7 +130,8 @@ def test_an_unchanged_tree_reuses_the_project_facts_and_a_change_rebuilds_them(p
     real_index = project_mod.ProjectIndex
 
     def counting_index(summaries):
-        built.append(len(summaries))
+        if sys._getframe(1).f_code.co_name != "_own_facts":  # the project's, not phase 1's over one file
+            built.append(len(summaries))
         return real_index(summaries)
 
     monkeypatch.setattr(project_mod, "ProjectIndex", counting_index)
@@ -317,11 +319,41 @@ def test_a_file_phase_1_lints_is_linted_again_when_the_index_has_facts_about_it(
     main(["--output-format", "json", "--exit-zero", "--no-cache", "--select", "TL201,TL202", "."])
     found = [(os.path.basename(d["filename"]), d["code"], d["location"]["row"]) for d in json.loads(capsys.readouterr().out)]
     assert found == [("metrics.py", "TL201", 2), ("metrics.py", "TL202", 7)]
-    # metrics.py linted again with its facts; train.py, whose own loop makes facts likely, is
-    # linted once the index is built (``runner._facts_unlikely``)
-    assert phase3 == ["metrics.py", "train.py"]
+    # metrics.py linted again with the facts train.py's loop gives it; train.py, linted in phase 1
+    # with the facts its own loop gives it (``runner._own_facts``), gets just those from the index
+    assert phase3 == ["metrics.py"]
     (project / "train.py").write_text(TRAIN_ONCE)
     phase3.clear()
     main(["--output-format", "json", "--exit-zero", "--no-cache", "--select", "TL201,TL202", "."])
     found = [(os.path.basename(d["filename"]), d["code"], d["location"]["row"]) for d in json.loads(capsys.readouterr().out)]
-    assert found == [("metrics.py", "TL202", 7)] and phase3 == ["train.py"]  # metrics.py: phase 1's findings stand
+    assert found == [("metrics.py", "TL202", 7)] and phase3 == []  # phase 1's findings stand
+
+
+def test_a_file_linted_with_its_own_facts_is_linted_again_when_other_files_add_some(project, capsys, monkeypatch):
+    """``runner._own_facts``: a training script whose own loop runs its ``log`` helper every step
+    is linted in phase 1 with that fact; when another file's loop also runs its ``evaluate``
+    every step, the index's facts differ and phase 3 lints it again: both findings, once each,
+    as a run that lints every file after the index (``--jobs 1`` with the phase-1 lint off)."""
+    from torchlint import runner
+
+    script = ("import torch\n\ndef log(loss):\n    print(loss.item())\n\ndef evaluate(out):\n"
+              "    return out.sum().item()\n\ndef train(model, opt, loader):\n    for x in loader:\n"
+              "        loss = model(x.cuda()).sum()\n        loss.backward()\n        opt.step()\n        log(loss)\n")
+    other = ("from script import evaluate\n\ndef fit(model, opt, loader):\n    for x in loader:\n"
+             "        out = model(x.cuda())\n        out.sum().backward()\n        opt.step()\n        evaluate(out)\n")
+    (project / "script.py").write_text(script)
+    (project / "fit.py").write_text(other)
+    phase3 = []
+    real_lint = runner._lint_for_cache
+    monkeypatch.setattr(runner, "_lint_for_cache", lambda path, *rest: phase3.append(os.path.basename(path)) or real_lint(path, *rest))
+    args = ["--output-format", "json", "--exit-zero", "--no-cache", "--select", "TL201", "."]
+    main(args)
+    found = sorted((os.path.basename(d["filename"]), d["code"], d["location"]["row"]) for d in json.loads(capsys.readouterr().out))
+    assert found == [("script.py", "TL201", 4), ("script.py", "TL201", 7)]
+    assert phase3 == ["script.py"]
+    phase3.clear()
+    monkeypatch.setattr(runner, "_own_facts", lambda path, summary: None)  # no phase-1 lint
+    main(args)
+    assert sorted((os.path.basename(d["filename"]), d["code"], d["location"]["row"])
+                  for d in json.loads(capsys.readouterr().out)) == found
+    assert sorted(phase3) == ["fit.py", "script.py"]

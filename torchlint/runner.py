@@ -117,14 +117,16 @@ def _read_for_cache(path: str, settings: "Settings"):
 def _first_pass(path: str, settings: "Settings"):
     """Phase 1 for one file on disk: (path, digest, summary, (final findings or None, whether
     project facts could make a rule fire, codes of the rules the ast prefilter kept or None,
-    the findings without project facts or None), error). Findings are final when the file could
-    not be read or no rule can fire on it; None means it is linted after the project index is
-    built, unless the index has no facts about it and the last item is there: then it stands.
-    That lint is done here, while the file's text is at hand, in the same pool, where facts are
-    unlikely (``_facts_unlikely``): the index gives them to few files (13 of transformers'
-    1,813, none of timm's), which phase 3 lints again."""
+    (the findings with the file's own facts, an internal error or None, the digest of those
+    facts) or None), error). Findings are final when the file could not be read or no rule can
+    fire on it without facts; None means it is linted after the project index is built. Either
+    way, where the index gives the file facts with the digest of the last item's, the findings
+    there stand instead. That lint is done here, while the file's text is at hand, in the same
+    pool, with the facts the file gives itself (``_own_facts``), for a file some rule may fire
+    on, and for one its own facts may make a rule fire on: the index gives a file the facts of
+    its own loops and only rarely more (on transformers 6 small files of 1,813, which phase 3
+    lints again; trainer.py and the other files with facts of their own get just those)."""
     from torchlint.engine import first_pass
-    from torchlint.project import EMPTY_FACTS
 
     source, digest, unread = _read_for_cache(path, settings)
     if source is None:
@@ -137,25 +139,29 @@ def _first_pass(path: str, settings: "Settings"):
         reraise_interrupt(exc)
         return path, None, None, ([], False, None, None), f"{path}: internal error: {exc.__class__.__name__}: {exc}"
     speculative = None
-    if findings is None and ast_codes is not None and _facts_unlikely(summary, source.text):
-        diagnostics, _, error = lint_text(source, settings, EMPTY_FACTS, ast_codes)
-        speculative = (diagnostics, error)
+    facts = None
+    if summary is not None and (ast_codes is not None if findings is None else with_project):
+        facts = _own_facts(path, summary)
+        if findings is not None and facts is not None and not facts.digest:
+            facts = None  # no rule can fire without facts: the findings stand unless the index has some
+    if facts is not None:
+        # as phase 3 would lint it with these facts: the rules phase 1 kept stand only without any
+        diagnostics, _, error = lint_text(source, settings, facts, None if facts.digest else ast_codes)
+        speculative = (diagnostics, error, facts.digest)
     return path, digest, summary, (findings, with_project, ast_codes, speculative), None
 
 
-# A file this large is linted once the index is built: a lint wasted on it costs too much.
-MAX_SPECULATIVE_CHARS = 150_000
+def _own_facts(path: str, summary: dict) -> Optional["FileFacts"]:
+    """The facts the project index would give a file were it the whole project (phase 1 lints it
+    with them; None: it does not): none unless its own summary has a training loop's calls, a
+    step hook or a loader factory moved to the device (the index is then built over that one
+    summary)."""
+    from torchlint.project import EMPTY_FACTS, ProjectIndex
 
-
-def _facts_unlikely(summary: Optional[dict], text: str) -> bool:
-    """Lint now, without facts? Not where the file's own summary has a training loop's calls, a
-    step hook or a loader factory moved to the device (the index then gives it facts, as it gave
-    transformers' trainer.py: 1.1 s linted twice), nor for a very large file; a file whose facts
-    come only from other files' loops is linted again in phase 3 (4 small files of transformers)."""
-    if summary is None or len(text) > MAX_SPECULATIVE_CHARS:
-        return False
     records = [summary.get("top", {}), *summary.get("functions", {}).values()]
-    return not any(r.get("step_calls") or r.get("hook") or r.get("moved_factories") for r in records)
+    if not any(r.get("step_calls") or r.get("hook") or r.get("moved_factories") for r in records):
+        return EMPTY_FACTS
+    return ProjectIndex({path: summary}).facts_for(path)
 
 
 def _first_pass_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
@@ -304,8 +310,9 @@ def lint_paths(
     # Phase 1 (only for files whose summary is not cached)
     finished: Dict[str, Tuple[Optional[str], List[Diagnostic], bool]] = {}
     ast_codes: Dict[str, frozenset] = {}  # the rules phase 1's prefilters kept, per file
-    # phase 1's findings for files it linted without project facts: (digest or None, findings, error)
-    speculative: Dict[str, Tuple[Optional[str], List[Diagnostic], Optional[str]]] = {}
+    # phase 1's findings for files it linted with their own facts: (digest or None, findings,
+    # error), and the digest of those facts
+    speculative: Dict[str, Tuple[Tuple[Optional[str], List[Diagnostic], Optional[str]], str]] = {}
 
     def first_phase(paths: Sequence[str]) -> None:
         items = [(path, index_of[path]) for path in paths]
@@ -322,8 +329,8 @@ def lint_paths(
                 finished[path] = (digest, findings, with_project)
             elif kept is not None:
                 ast_codes[path] = kept
-                if guess is not None:  # an error's findings are not cached (no digest)
-                    speculative[path] = (None if guess[1] else digest, guess[0], guess[1])
+            if guess is not None:  # an error's findings are not cached (no digest)
+                speculative[path] = ((None if guess[1] else digest, guess[0], guess[1]), guess[2])
 
     first_phase(first_todo)
     if known is not None and cache is not None and any(
@@ -364,8 +371,8 @@ def lint_paths(
             digest, findings, _ = finished[path]
             record(path, digest, findings, None)
             continue
-        if path in speculative and not facts.digest:  # linted in phase 1, as phase 3 would have
-            record(path, *speculative[path])
+        if path in speculative and speculative[path][1] == facts.digest:  # linted in phase 1, as
+            record(path, *speculative[path][0])  # phase 3 would have: with these facts
             continue
         if cache is not None:
             found, st = cache.lookup(path, settings, facts.digest, stats.get(path))
