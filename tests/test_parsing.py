@@ -509,18 +509,24 @@ def test_class_parts_round_trip(text, monkeypatch):
     assert module.deep_equals(cst.parse_module(text))
 
 
-def test_an_edit_in_one_method_of_a_large_class_parses_that_method_again(monkeypatch):
-    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
-    methods = "".join(f"    def m{i}(self, x):\n        y = x + {i}\n        return y * 2\n\n" for i in range(40))
-    text = f"import torch\n\n\nclass Big(torch.nn.Module):\n    scale = 2\n\n{methods}\nbig = Big()\n"
+def _parsed_again(monkeypatch, text: str, edited: str):
+    """libcst's trees of ``text`` then ``edited`` through one IncrementalParser, and the texts
+    libcst parsed for the second; the second tree is a whole parse's."""
     parser = IncrementalParser()
     first = parser.parse(text, ast.parse(text))
     parsed = []
     real = cst.parse_module
     monkeypatch.setattr(parsing.cst, "parse_module", lambda t: parsed.append(t) or real(t))
-    edited = text.replace("y = x + 17\n", "y = x + 17  # typed\n")
     second = parser.parse(edited, ast.parse(edited))
     assert second.code == edited and second.deep_equals(real(edited))
+    return first, second, parsed
+
+
+def test_an_edit_in_one_method_of_a_large_class_parses_that_method_again(monkeypatch):
+    monkeypatch.setattr(parsing, "MIN_CLASS_SPLIT_CHARS", 0)
+    methods = "".join(f"    def m{i}(self, x):\n        y = x + {i}\n        return y * 2\n\n" for i in range(40))
+    text = f"import torch\n\n\nclass Big(torch.nn.Module):\n    scale = 2\n\n{methods}\nbig = Big()\n"
+    first, second, parsed = _parsed_again(monkeypatch, text, text.replace("y = x + 17\n", "y = x + 17  # typed\n"))
     assert parsed == [parsing._WRAPPER + "    def m17(self, x):\n        y = x + 17  # typed\n        return y * 2\n\n"]
     old_body, new_body = first.body[1].body.body, second.body[1].body.body
     # each method's own tree is reused but m17's (a method led by blank lines is a new node
@@ -532,14 +538,7 @@ def test_an_edit_in_one_statement_of_a_long_function_parses_that_statement_again
     steps = "".join(f"        loss{i} = model(batch).sum() * {i}\n        loss{i}.backward()\n" for i in range(60))
     text = f"import torch\n\n\ndef train(model, loader):\n    model.train()\n    for batch in loader:\n{steps}    return model\n\n\nx = 1\n"
     assert len(text.split("def train")[1]) > parsing.MIN_FUNCTION_SPLIT_CHARS
-    parser = IncrementalParser()
-    first = parser.parse(text, ast.parse(text))
-    parsed = []
-    real = cst.parse_module
-    monkeypatch.setattr(parsing.cst, "parse_module", lambda t: parsed.append(t) or real(t))
-    edited = text.replace("    return model\n", "    return model  # typed\n")
-    second = parser.parse(edited, ast.parse(edited))
-    assert second.code == edited and second.deep_equals(real(edited))
+    first, second, parsed = _parsed_again(monkeypatch, text, text.replace("    return model\n", "    return model  # typed\n"))
     assert parsed == [parsing._WRAPPER + "    return model  # typed\n\n\n"]
     assert first.body[1].body.body[1] is second.body[1].body.body[1]  # the loop's tree is reused
 

@@ -53,21 +53,19 @@ def clear() -> None:
     _KEEP.clear()
 
 
+@dataclasses.dataclass
 class Reuse:
     """One lint's use of the kept findings: ``walks`` is the walk plan without the (rule,
     definition) pairs served from them; ``merge`` puts their findings back into the lint's
     and keeps those of the pairs walked."""
 
-    def __init__(self, walks: Tuple[Tuple[Type["Rule"], ...], ...], spans: List[Tuple[int, int]],
-                 served: Dict[int, FrozenSet[str]], kept: List[Diagnostic],
-                 to_store: List[Tuple[tuple, int, str]], table: dict, used: Set[tuple]) -> None:
-        self.walks = walks
-        self._spans = spans
-        self._served = served
-        self._kept = kept
-        self._to_store = to_store
-        self._table = table
-        self._used = used
+    walks: Tuple[Tuple[Type["Rule"], ...], ...]
+    _spans: List[Tuple[int, int]]  # each statement's chunk: (first line, last line)
+    _served: Dict[int, FrozenSet[str]]  # statement index -> the codes served from kept findings
+    _kept: List[Diagnostic]  # their findings, moved
+    _to_store: List[Tuple[tuple, int, str]]  # (key, statement index, code) of the pairs walked
+    _table: dict
+    _used: Set[tuple]  # the keys looked up or stored: the others are dropped
 
     def merge(self, found: List[Diagnostic]) -> List[Diagnostic]:
         spans, served = self._spans, self._served
