@@ -279,6 +279,48 @@ def test_a_walk_plan_follows_the_module_statements():
     assert partial.walk_plan(tree, loaders, AstIndex(tree, SOURCE)) == ((),) * 6
 
 
+def test_an_editor_keeps_a_whole_file_yes_and_asks_a_no_again(monkeypatch):
+    """``walk_plan(..., answers)``: a rule that reads other definitions is asked about the whole
+    file once while its answer is yes (a yes kept after the edit that removed its last site only
+    makes it walk and find nothing); a no is asked at every lint, so the rule starts walking as
+    soon as a site is typed in. The findings are a fresh lint's throughout."""
+    from torchlint.config import Settings
+    from torchlint.rules import rules_by_code
+
+    tl101, tl402 = rules_by_code()["TL101"], rules_by_code()["TL402"]
+    asked, asked_402 = [], []
+    real, real_402 = tl101.ast_candidate, tl402.ast_candidate
+    monkeypatch.setattr(tl101, "ast_candidate", staticmethod(lambda index: asked.append(1) or real(index)))
+    monkeypatch.setattr(tl402, "ast_candidate", staticmethod(lambda index: asked_402.append(1) or real_402(index)))
+    settings = Settings(select=("TL101",))
+    filler = "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(30))
+    loader = "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef make(ds):\n    return DataLoader(ds)\n" + filler
+    texts = [loader, loader.replace("x + 7", "x + 70"), loader.replace("DataLoader(ds)", "list(ds)"),
+             loader.replace("DataLoader(ds)", "list(ds)").replace("x + 8", "x + 80"), loader]
+    counts, found = [], []
+    for text in texts:
+        asked.clear()
+        found.append([(d.code, d.location.row) for d in engine.lint_source(text, "w.py", settings, incremental=True)])
+        counts.append(len(asked))
+        assert found[-1] == [(d.code, d.location.row) for d in engine.lint_source(text, "w.py", settings)]
+    assert found == [[("TL101", 6)], [("TL101", 6)], [], [], [("TL101", 6)]]
+    # asked by the prefilter, then by the plan; then by the prefilter only while the file's
+    # answer stays yes (the third text has no `DataLoader` call: its prefilter says no)
+    assert counts[0] == 2 and counts[1] == 1 and counts[4] == 1
+    # TL402 (an evaluation loop with autograd on) is asked by the plan alone (TL101's yes ends
+    # the prefilter), says no while the file has no loop, and is asked again at each lint until
+    # one is typed in
+    settings = Settings(select=("TL101", "TL402"))
+    evaluation = "\n\ndef validate(net, loader):\n    for x, y in loader:\n        net(x)\n"
+    base = loader + "\n\ndef evaluate(x):\n    return x\n"  # the words its prefilter needs, no loop
+    for text, expected in ((base, 1), (base.replace("x + 5", "x + 50"), 1), (base + evaluation, 1),
+                           ((base + evaluation).replace("x + 6", "x + 60"), 0)):
+        asked_402.clear()
+        found = [(d.code, d.location.row) for d in engine.lint_source(text, "w.py", settings, incremental=True)]
+        assert len(asked_402) == expected
+        assert found == [(d.code, d.location.row) for d in engine.lint_source(text, "w.py", settings)]
+
+
 def test_loop_questions_see_loaders_bound_in_other_definitions():
     """``AstIndex.loader_loops`` asked of one definition: a loop over a name that another
     definition assigns a ``DataLoader`` to counts (``heuristics.dataloader_names`` is the whole
