@@ -22,7 +22,7 @@ questions.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, cast
+from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Type, cast
 
 from torchlint.astindex import statement_first_line, statement_groups
 
@@ -266,14 +266,14 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     ``answers``: (rules asked, a definition's text) -> the rules that walk it, kept by the caller from an
     earlier plan of the same ``rules`` over the same other statements (``walk_plan_key``): an
     answer depends on nothing else, so an editor asks again only about the definitions typed in;
-    and (a rule's code,) -> True where the whole file's question said yes (kept: see below);
+    and (a rule's code,) -> (the rule,) where the whole file's question said yes (kept: see below);
     None too when the definitions without a kept answer hold over ``FRESH_SHARE`` of the file
     (the questions would cost what the walk they spare costs)."""
     groups = statement_groups(tree.body)
     if len(groups) < 2:
         return None
     walking: List[Tuple[Type["Rule"], Optional[Callable[..., bool]]]] = []  # (rule, its question or None: every statement)
-    used = set()
+    used: Set[tuple] = set()
     for rule in rules:
         if rule.ast_candidate is None or rule in whole:
             walking.append((rule, None))
@@ -291,7 +291,7 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
         elif rule.ast_candidate(index):
             walking.append((rule, rule.walk_question()))
             if answers is not None:
-                answers[(rule.code,)] = True
+                answers[(rule.code,)] = (rule,)  # the rules the whole file said yes for
                 used.add((rule.code,))
     if len(walking) == len(rules) and all(question is None for _, question in walking):
         return None  # every rule walks every statement
