@@ -20,35 +20,37 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+from bisect import bisect_right
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Type
 
 from torchlint.astindex import statement_first_line, statement_groups
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+from torchlint.partial import _DEFINITIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
     from torchlint.project import FileFacts
     from torchlint.rules.base import Rule
 
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
 # path -> (key -> (the chunk's first line then, its findings)); the few newest buffers only
 _TABLES: Dict[str, Dict[tuple, Tuple[int, Tuple[Diagnostic, ...]]]] = {}
 # path -> ((rule code, a definition's chunk) -> its keep_question's answer)
 _KEEP: Dict[str, Dict[Tuple[str, str], bool]] = {}
-_BUFFERS = 8
 
 
-def _recent(tables: Dict[str, dict], path: str) -> dict:
-    table = tables.pop(path, None)
-    tables[path] = table = {} if table is None else table
-    while len(tables) > _BUFFERS:
+def recent(tables: Dict, key, keep: int = 8) -> dict:
+    """``tables[key]`` (a new empty table the first time), made the newest; only the ``keep``
+    newest tables stay (an editor's few open buffers). The engine keeps its walk plans' answers
+    and summary records this way too."""
+    table = tables.pop(key, None)
+    tables[key] = table = {} if table is None else table
+    while len(tables) > keep:
         del tables[next(iter(tables))]
     return table
 
 
 def clear() -> None:
-    """Forget every buffer's kept findings (tests; a language server's shutdown)."""
+    """Forget every buffer's kept findings (tests)."""
     _TABLES.clear()
     _KEEP.clear()
 
@@ -126,7 +128,7 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     # a digest, not the texts: a buffer's kept answers come from many lints, each with its copy
     common = _digest(fingerprint, path, *base, "\0headers", *headers)
     digest = project.digest if project is not None else ""
-    keep_answers = _recent(_KEEP, path)
+    keep_answers = recent(_KEEP, path)
     contexts: Dict[str, tuple] = {}
     for rule in local:
         keep: Optional[bytes] = None
@@ -137,7 +139,7 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     for key in [k for k in keep_answers if k[1] not in present]:
         del keep_answers[key]
 
-    table = _recent(_TABLES, path)
+    table = recent(_TABLES, path)
     everyone = tuple(rules)
     plan_walks = [tuple(w) for w in walks] if walks is not None else [everyone] * len(groups)
     served: Dict[int, FrozenSet[str]] = {}
@@ -192,8 +194,6 @@ def _header(text: str, starts: List[int], stmt: ast.stmt) -> str:
 
 
 def _group_of(row: int, spans: List[Tuple[int, int]], firsts: List[int]) -> Optional[int]:
-    from bisect import bisect_right
-
     i = bisect_right(firsts, row) - 1
     return i if i >= 0 and row <= spans[i][1] else None
 

@@ -112,16 +112,6 @@ _SUMMARY_RECORDS: Dict[str, Dict[tuple, tuple]] = {}
 _WALK_ANSWERS: Dict[tuple, Dict[tuple, tuple]] = {}
 
 
-def _recent(tables: Dict, key, keep: int = 8) -> dict:
-    """``tables[key]`` (a new empty table the first time), made the newest; only the ``keep``
-    newest tables stay (an editor's few open buffers)."""
-    table = tables.pop(key, None)
-    tables[key] = table = {} if table is None else table
-    while len(tables) > keep:
-        del tables[next(iter(tables))]
-    return table
-
-
 def syntax_error(text: str, path: str, settings) -> Optional[Diagnostic]:
     """TL001 for text Python cannot compile, or None. Uses CPython's parser: fast and precise."""
     return _ast_parse(text, path)[1]
@@ -316,7 +306,7 @@ def _walk_plan(module: cst.Module, tree: ast.Module, rules: Sequence[Type[Rule]]
     walk everything: a fact may make them fire where no ast question can see."""
     whole = _facts_read(rules, project)
     key = walk_plan_key(tree, rules, index, whole)
-    plan = walk_plan(tree, rules, index, whole, _recent(_WALK_ANSWERS, key))
+    plan = walk_plan(tree, rules, index, whole, editor_memo.recent(_WALK_ANSWERS, key))
     if plan is None or len(plan) != len(module.body):
         return None
     return plan
@@ -377,7 +367,7 @@ def single_file_facts(text: str, path: str, tree: Optional[ast.Module] = None, i
     keep their records from its last summary (``project.summarize``'s ``reuse``)."""
     reuse = None
     if incremental and tree is not None:
-        reuse = _recent(_SUMMARY_RECORDS, path)
+        reuse = editor_memo.recent(_SUMMARY_RECORDS, path)
     summary = summarize(tree, path, text, reuse) if tree is not None else summarize_text(text, path)
     return ProjectIndex({path: summary}).facts_for(path) if summary is not None else EMPTY_FACTS
 

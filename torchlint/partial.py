@@ -268,8 +268,8 @@ def walk_plan(tree: ast.Module, rules: Sequence[Type["Rule"]], index,
     answer depends on nothing else, so an editor asks again only about the definitions typed in;
     and (a rule's code,) -> (the rule,) where the whole file's question said yes, not asked
     again (a yes kept after the rule's last site is gone only makes it walk and find nothing; a
-    no is asked at every plan). None too when the definitions without a kept answer hold over ``FRESH_SHARE`` of the file
-    (the questions would cost what the walk they spare costs)."""
+    no is asked at every plan). None too when the definitions without a kept answer hold over
+    ``FRESH_SHARE`` of the file (the questions would cost what the walk they spare costs)."""
     groups = statement_groups(tree.body)
     if len(groups) < 2:
         return None

@@ -139,23 +139,20 @@ def _first_pass(path: str, settings: "Settings"):
         reraise_interrupt(exc)
         return path, None, None, ([], False, None, None), f"{path}: internal error: {exc.__class__.__name__}: {exc}"
     speculative = None
-    facts = None
     if summary is not None and (ast_codes is not None if findings is None else with_project):
         facts = _own_facts(path, summary)
-        if findings is not None and facts is not None and not facts.digest:
-            facts = None  # no rule can fire without facts: the findings stand unless the index has some
-    if facts is not None:
-        # as phase 3 would lint it with these facts: the rules phase 1 kept stand only without any
-        diagnostics, _, error = lint_text(source, settings, facts, None if facts.digest else ast_codes)
-        speculative = (diagnostics, error, facts.digest)
+        # final findings (no rule can fire without facts) stand unless its own facts may change them
+        if findings is None or facts.digest:
+            # as phase 3 would lint it with these facts: the rules phase 1 kept stand only without any
+            diagnostics, _, error = lint_text(source, settings, facts, None if facts.digest else ast_codes)
+            speculative = (diagnostics, error, facts.digest)
     return path, digest, summary, (findings, with_project, ast_codes, speculative), None
 
 
-def _own_facts(path: str, summary: dict) -> Optional["FileFacts"]:
+def _own_facts(path: str, summary: dict) -> "FileFacts":
     """The facts the project index would give a file were it the whole project (phase 1 lints it
-    with them; None: it does not): none unless its own summary has a training loop's calls, a
-    step hook or a loader factory moved to the device (the index is then built over that one
-    summary)."""
+    with them): none unless its own summary has a training loop's calls, a step hook or a loader
+    factory moved to the device (the index is then built over that one summary)."""
     from torchlint.project import EMPTY_FACTS, ProjectIndex
 
     records = [summary.get("top", {}), *summary.get("functions", {}).values()]
