@@ -339,3 +339,56 @@ def test_ast_index_questions():
                      "m = th.zeros(3)\nv = th.ones(2)[0]\n").bindings()
     assert bindings == {"th": {"torch"}, "ec": {"torch.cuda.empty_cache"}}
     assert index("import os\nx = os.path\n").bindings() == {}
+
+
+def test_attribute_lines_find_every_spelling_of_an_attribute():
+    """``AstIndex.attribute_lines``: one regex for a set of attribute names, through what Python
+    allows between the dot and the name; not a bare name, a longer identifier or a word in prose."""
+    import ast
+
+    from torchlint.astindex import AstIndex
+
+    source = (
+        "x.norm(1)\n"              # 1
+        "y = a . norm\n"           # 2: spaces
+        "z = (b.  # why\n"         # 3: a comment, then the name on the next line
+        "     norm)\n"             # 4
+        "w = c.\\\n"               # 5: a continuation
+        "    vmap(f)\n"            # 6
+        "norm(2)\n"                # 7: a bare name
+        "d.normal_(0)\n"           # 8: a longer identifier
+        "# the norm and vmap here\n"  # 9: prose
+        "e.vmap (g)\n"             # 10: called, a space before the bracket
+    )
+    index = AstIndex(ast.parse(source), source)
+    assert index.attribute_lines(["norm", "vmap"]) == [1, 2, 4, 6, 10]
+    assert index.attribute_lines(["norm", "vmap"], call=True) == [1, 6, 10]
+    assert index.attribute_lines([]) == []
+
+
+def test_attribute_lines_lose_no_attribute_of_the_fixtures():
+    """Every ``<x>.<name>`` node of the fixtures (and every call of one) is on a line
+    ``attribute_lines`` gives, for the method names the rules ask about: the questions built on
+    it see every site a ``str.find`` per word saw."""
+    import ast
+
+    from torchlint.astindex import AstIndex
+    from torchlint.rules.compat import DEPRECATED_TOKENS
+
+    words = {"to", "cuda", "backward", "step", "item", "load", "load_state_dict", *DEPRECATED_TOKENS}
+    checked = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        index = AstIndex(tree, text)
+        lines, called = set(index.attribute_lines(words)), set(index.attribute_lines(words, call=True))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in words:
+                assert node.end_lineno in lines, (path, node.end_lineno)
+                checked += 1
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in words:
+                assert node.func.end_lineno in called, (path, node.lineno)
+    assert checked > 100
