@@ -10,6 +10,7 @@ import pytest
 
 from torchlint import editor_memo, engine
 from torchlint.config import Settings
+from torchlint.rules.base import Rule
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").glob("*.py"))
@@ -126,6 +127,93 @@ def test_an_edit_of_the_imports_is_not_served_stale(served):
     found = engine.lint_source(changed, "m.py", settings, incremental=True)
     assert served[-1] == 0
     assert _key(found) == _key(_fresh(changed, "m.py", settings)) == []
+
+
+TOP = '''import torch
+
+
+def other():
+    return 1
+
+
+grid = [1, 2]
+
+
+def make(device):
+    return torch.zeros(8).to(device)
+'''
+
+
+def _served_statements(monkeypatch):
+    """The statement indexes each lint serves something in."""
+    found = []
+    real = editor_memo.plan
+
+    def recording(*args, **kwargs):
+        reuse = real(*args, **kwargs)
+        found.append(set(reuse._served) if reuse is not None else set())
+        return reuse
+
+    monkeypatch.setattr(editor_memo, "plan", recording)
+    return found
+
+
+def test_the_module_statements_are_served_once_no_definition_is_walked(monkeypatch):
+    """A statement-local rule that walks no definition after an edit (its findings elsewhere
+    are kept) leaves the module's own statements too: their kept answers serve them."""
+    editor_memo.clear()
+    served = _served_statements(monkeypatch)
+    settings = Settings()
+    first = engine.lint_source(TOP, "m.py", settings, incremental=True)
+    assert [d.code for d in first] == ["TL202"]
+    edited = TOP.replace("def other():\n", "def other():\n    a = 1\n    b = 2\n")
+    second = engine.lint_source(edited, "m.py", settings, incremental=True)
+    assert served[-1] == {0, 2, 3}  # the import, `grid = ...` and `make`: not walked again
+    assert _key(second) == _key(_fresh(edited, "m.py", settings))
+    assert second[0].location.row == first[0].location.row + 2
+    # a module statement edited: no kept answer for it, every rule walks them all again
+    changed = edited.replace("grid = [1, 2]", "grid = torch.ones(3).cuda()")
+    found = engine.lint_source(changed, "m.py", settings, incremental=True)
+    assert 0 not in served[-1] and 2 not in served[-1]
+    assert [d.location.row for d in found] == [10, 14]
+    assert _key(found) == _key(_fresh(changed, "m.py", settings))
+
+
+class _CallsModuleName(Rule):
+    """A statement-local rule that reads the module's statements through its own visits (as the
+    contract allows): a call, in a function, of a name a module-level assignment binds."""
+
+    code = "TL998"
+    name = "test-calls-module-name"
+    message = "calls a module-level name"
+    ast_candidate = staticmethod(lambda index: True)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.names: set = set()
+
+    def visit_Assign(self, node) -> None:
+        if len(self.ctx.ancestors) <= 2:  # the module, its statement line
+            self.names.update(t.target.value for t in node.targets if hasattr(t.target, "value"))
+
+    def visit_Call(self, node) -> None:
+        if getattr(node.func, "value", None) in self.names and len(self.ctx.ancestors) > 2:
+            self.report(node)
+
+
+def test_a_rule_walking_a_definition_walks_the_module_statements(monkeypatch):
+    """A rule still walking an edited definition walks the module's statements too (it may have
+    read there, in its visits, what it needs): not served from kept findings."""
+    editor_memo.clear()
+    served = _served_statements(monkeypatch)
+    settings = Settings()
+    text = "helper = print\n\n\ndef f():\n    helper(1)\n\n\ndef g():\n    return 2\n"
+    assert [d.code for d in engine.lint_source(text, "m.py", settings, rules=[_CallsModuleName], incremental=True)] == ["TL998"]
+    edited = text.replace("    helper(1)\n", "    helper(1)\n    helper(2)\n")
+    found = engine.lint_source(edited, "m.py", settings, rules=[_CallsModuleName], incremental=True)
+    assert 0 not in served[-1]
+    assert [d.location.row for d in found] == [5, 6]
+    assert _key(found) == _key(_fresh(edited, "m.py", settings, rules=[_CallsModuleName]))
 
 
 COMPAT = '''from functorch import vmap

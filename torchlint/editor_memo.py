@@ -7,8 +7,10 @@ project facts for rules that read them, and, for a rule with a ``keep_question``
 definitions it says yes to). So the editor path (``lint_source(..., incremental=True)``) keeps,
 for each (rule, definition) it walked, the findings there, keyed by all of that; on the next
 lint, a (rule, definition) with a kept answer is taken out of the walk plan and its findings
-come back moved to the definition's new first line. The rules that are not statement-local
-walk as before.
+come back moved to the definition's new first line. A rule that then walks no definition at
+all leaves the module's own statements (imports, assignments) too, when they all have kept
+answers: a rule may read there, in its visits, what a definition it walks needs. The rules that
+are not statement-local walk as before.
 
 A definition is its *chunk*: the lines after the statement before it (comments, blank lines,
 decorators) through its last line. Findings are kept only when every row they hold (the
@@ -164,6 +166,27 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
         if codes:
             served[i] = frozenset(codes)
             plan_walks[i] = tuple(r for r in walking if r.code not in codes)
+    # The module's own statements: every rule walks them, and a rule may read there what it
+    # needs in a definition (an import, a module-level name), so a rule leaves them only when it
+    # walks no definition this time and has kept answers for all of them; else it walks them
+    # all and its findings there are kept for the next lint.
+    others = [i for i in range(len(groups)) if i not in is_definition]
+    walking_defs = {rule for i in definitions for rule in plan_walks[i]}
+    for rule in local:
+        if not others or rule.code not in contexts:
+            continue
+        keys = [(rule.code, chunk(i), contexts[rule.code]) for i in others]
+        entries = [table.get(key) for key in keys] if rule not in walking_defs else [None]
+        found = [entry for entry in entries if entry is not None]
+        if len(found) == len(entries):
+            for i, key, entry in zip(others, keys, found):
+                used.add(key)
+                served[i] = served.get(i, frozenset()) | {rule.code}
+                plan_walks[i] = tuple(r for r in plan_walks[i] if r is not rule)
+                shift = spans[i][0] - entry[0]
+                kept.extend([_moved(d, shift) for d in entry[1]] if shift else entry[1])
+        else:
+            to_store.extend((key, i, rule.code) for i, key in zip(others, keys))
     return Reuse(tuple(plan_walks), spans, served, kept, to_store, table, used)
 
 
