@@ -139,6 +139,23 @@ class Rule:
         return all(any(_present(token, text) for token in group) for group in cls.project_requires)
 
 
+def gated(pattern: Pattern[str], *words: str) -> Callable[[str], bool]:
+    """A ``requires`` token: ``pattern`` searched only in a text holding one of ``words``, which
+    every match of it contains (a ``str`` search is several times faster than a regex scan of
+    a text without a match: most files)."""
+    def present(text: str) -> bool:
+        return any(word in text for word in words) and pattern.search(text) is not None
+
+    present.__name__ = f"gated({pattern.pattern!r})"
+    return present
+
+
+def mentions_loader(text: str) -> bool:
+    """Prefilter token: ``loader`` in any case (``is_loader_expression`` compares lower-cased
+    names)."""
+    return "loader" in text.lower()
+
+
 def _present(token, text: str) -> bool:
     """A token is a substring, a compiled regex, or a predicate on the text."""
     if isinstance(token, str):

@@ -16,7 +16,7 @@ from torchlint.loops import (
     runs_every_step,
     under_periodic_guard,
 )
-from torchlint.rules.base import GAP, Rule
+from torchlint.rules.base import GAP, Rule, gated, mentions_loader
 from torchlint.syntax import bound_names, enclosing_function, enclosing_loops, memo, method_call, name_tokens
 from torchlint.torch_api import HOST_SYNC_METHODS
 from torchlint.tree import iter_children
@@ -147,11 +147,6 @@ def _ends_run(block) -> bool:
     return False
 
 
-def mentions_loader(text: str) -> bool:
-    """Prefilter token: ``loader`` in any case (is_loader_expression compares lower-cased names)."""
-    return "loader" in text or "Loader" in text or "loader" in text.lower()
-
-
 class HostSyncInLoop(Rule):
     """Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` on tensors in the body of a training
     loop (a loop over a data loader, or one that calls `.backward()` / `optimizer.step()`).
@@ -189,7 +184,7 @@ class HostSyncInLoop(Rule):
     # ... and only in a training loop (or a function the project proves runs every step): over a `*loader*` (or a DataLoader), or one whose body calls
     # `.backward()` / `.step()` (see loops.is_training_loop).
     # (explicit syncs need `.item()`/`.cpu()`/..., implicit ones only Python syntax: no token)
-    requires = ((mentions_loader, re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")),)
+    requires = ((mentions_loader, gated(re.compile(rf"\.{GAP}(?:backward|step){GAP}\("), "backward", "step")),)
     # a finding is in a training loop (loops.is_training_loop): a `for` over a possible loader (a
     # `*loader*` name, a DataLoader call, or a name the file assigns one to, in any function), or
     # a loop around `.backward()`/`.step()`; or in a function the project says runs every step

@@ -19,7 +19,7 @@ from torchlint.diagnostics import UNSAFE
 from torchlint.heuristics import is_loader_expression, is_optimizer_like
 from torchlint.imports import dotted_name
 from torchlint.loops import calls_gradient_step, grad_disabled
-from torchlint.rules.base import GAP, Rule
+from torchlint.rules.base import GAP, Rule, gated, mentions_loader
 from torchlint.semantic import ASSIGN, AUGMENT, DEF, PARAM
 from torchlint.syntax import (
     enclosing_function, enclosing_loops, loop_types, memo, method_call, name_tokens, scope_types,
@@ -37,6 +37,16 @@ DDP = "torch.nn.parallel.DistributedDataParallel"
 
 _BACKWARD = re.compile(rf"\.{GAP}backward{GAP}\(")
 _STEP = re.compile(rf"\.{GAP}step{GAP}\(")
+# the same, as ``requires`` tokens: the regex only where the word is
+_BACKWARD_TOKEN = gated(_BACKWARD, "backward")
+_STEP_TOKEN = gated(_STEP, "step")
+
+
+def _mentions_evaluation(text: str) -> bool:
+    """Prefilter token: ``eval``, ``val``, ``test``, ``predict`` or ``infer`` in any case (the
+    rule compares lower-cased names with its evaluation words)."""
+    lower = text.lower()
+    return any(word in lower for word in ("val", "test", "predict", "infer"))  # `eval` holds `val`
 
 
 # -- one walk of a loop body -------------------------------------------------------------------
@@ -226,7 +236,7 @@ class MissingZeroGrad(Rule):
         "This loop never resets the gradients; call `{owner}.zero_grad()` once per step"
     )
     hint = "Each step adds its gradients to the previous ones; reset them once per step, before `backward()`."
-    requires = ((_BACKWARD,), (_STEP,))
+    requires = ((_BACKWARD_TOKEN,), (_STEP_TOKEN,))
     ast_candidate = staticmethod(lambda index: index.backward_calls() and bool(index.method_calls("step")))
     tags = ("correctness",)
 
@@ -344,7 +354,7 @@ class DdpNoSync(Rule):
         "and DistributedDataParallel all-reduces the gradients on every `backward()` "
         "(accelerate's `accelerator.accumulate(model)` skips the extra ones too)."
     )
-    requires = (("DistributedDataParallel",), (_BACKWARD,))
+    requires = (("DistributedDataParallel",), (_BACKWARD_TOKEN,))
     ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
     walk_candidate = staticmethod(lambda index: index.backward_calls())  # a loop is looked at for its own backward
     tags = ("performance", "distributed")
@@ -428,7 +438,7 @@ class RetainedGraph(Rule):
         "`{value}` kept in `{acc}` holds each step's graph; store `.detach()` or `.item()`"
     )
     hint = "The container outlives the step, so every step's autograd graph stays alive and memory grows."
-    requires = ((_BACKWARD,),)
+    requires = ((_BACKWARD_TOKEN,),)
     ast_candidate = staticmethod(lambda index: index.backward_calls())
     walk_candidate = ast_candidate  # a loop is looked at for its own backward: where one is
     fix_applicability = UNSAFE
@@ -661,7 +671,7 @@ class NoGradInEval(Rule):
         "Every forward records a graph and keeps activations alive for a backward that never comes "
         "(`torch.no_grad()` works too)."
     )
-    requires = ((re.compile("(?i)loader"),), (re.compile("(?i)eval|val|test|predict|infer"),))
+    requires = ((mentions_loader,), (_mentions_evaluation,))
     # a finding is in a `for` over a loader (its visits look at nothing else)
     ast_candidate = staticmethod(lambda index: index.mentions("loader", substring=True, ignore_case=True)
                                  and index.loader_loops())
