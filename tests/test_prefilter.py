@@ -392,3 +392,31 @@ def test_attribute_lines_lose_no_attribute_of_the_fixtures():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in words:
                 assert node.func.end_lineno in called, (path, node.lineno)
     assert checked > 100
+
+
+def test_the_faster_text_tokens_answer_as_the_regexes_they_replace():
+    """``gated`` tokens (a regex searched only where its word is) and the lower-cased substring
+    tests of TL402 give the answers of the plain regexes on every fixture and on spellings the
+    regexes allow (a comment or a continuation between the dot and the method)."""
+    import re
+
+    from torchlint.rules.base import GAP, gated, mentions_loader
+    from torchlint.rules.training import _BACKWARD, _BACKWARD_TOKEN, _STEP, _STEP_TOKEN, _mentions_evaluation
+
+    either = re.compile(rf"\.{GAP}(?:backward|step){GAP}\(")
+    pairs = [
+        (_BACKWARD_TOKEN, _BACKWARD.search),
+        (_STEP_TOKEN, _STEP.search),
+        (gated(either, "backward", "step"), either.search),
+        (mentions_loader, re.compile("(?i)loader").search),
+        (_mentions_evaluation, re.compile("(?i)eval|val|test|predict|infer").search),
+    ]
+    texts = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
+    texts += ["loss.  # why\n  backward()\n", "opt .\\\n step ()\n", "x.backward\n", "TRAIN_LOADER = 1\n",
+              "def Predict(): pass\n", "x = 1\n"]
+    answers = set()
+    for text in texts:
+        for token, regex in pairs:
+            assert token(text) == bool(regex(text)), (token, text[:80])
+            answers.add((token, token(text)))
+    assert len(answers) == 2 * len(pairs)  # each token said yes and no somewhere
