@@ -36,7 +36,6 @@ Path = Tuple[ast.AST, ...]  # the ancestors of a node, outermost (the Module) fi
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WORD_CHAR = re.compile(r"\w")
-_IMPORT_WORD = re.compile(r"(?<!\w)import(?!\w)")
 # What Python allows between `=` and the first name of its value: whitespace, continuations,
 # comments, opening brackets (as rules/base.py's GAP). Keyword arguments and `==` match too: the
 # nodes on those lines are then looked at and dropped.

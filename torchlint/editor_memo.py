@@ -68,6 +68,10 @@ class Reuse:
     _served: Dict[int, FrozenSet[str]]  # statement index -> the codes served from kept findings
     _kept: List[Diagnostic]  # their findings, moved
     _to_store: List[Tuple[tuple, int, str]]  # (key, statement index, code) of the pairs walked
+    # (key, code) of the rules that walked the module's own statements (``_others``): their
+    # findings there are kept under one key per rule, a (first line, findings) per statement
+    _to_store_module: List[Tuple[tuple, str]]
+    _others: List[int]
     _table: dict
     _used: Set[tuple]  # the keys looked up or stored: the others are dropped
 
@@ -90,6 +94,11 @@ class Reuse:
             findings = tuple(by_pair.get((group, code), ()))
             if all(_within(d, first, last) for d in findings):
                 table[key] = (first, findings)
+                self._used.add(key)
+        for key, code in self._to_store_module:
+            found_there = [tuple(by_pair.get((i, code), ())) for i in self._others]
+            if all(_within(d, *spans[i]) for i, findings in zip(self._others, found_there) for d in findings):
+                table[key] = tuple((spans[i][0], findings) for i, findings in zip(self._others, found_there))
                 self._used.add(key)
         for key in [k for k in table if k not in self._used]:  # definitions edited away
             del table[key]
@@ -170,24 +179,30 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     # needs in a definition (an import, a module-level name), so a rule leaves them only when it
     # walks no definition this time and has kept answers for all of them; else it walks them
     # all and its findings there are kept for the next lint.
+    # Their texts are all in the key (``common``): one kept answer per rule covers them all.
     others = [i for i in range(len(groups)) if i not in is_definition]
     walking_defs = {rule for i in definitions for rule in plan_walks[i]}
+    to_store_module: List[Tuple[tuple, str]] = []
+    leaving: Set[str] = set()  # the codes of the rules that leave the module's statements
     for rule in local:
         if not others or rule.code not in contexts:
             continue
-        keys = [(rule.code, chunk(i), contexts[rule.code]) for i in others]
-        entries = [table.get(key) for key in keys] if rule not in walking_defs else [None]
-        found = [entry for entry in entries if entry is not None]
-        if len(found) == len(entries):
-            for i, key, entry in zip(others, keys, found):
-                used.add(key)
-                served[i] = served.get(i, frozenset()) | {rule.code}
-                plan_walks[i] = tuple(r for r in plan_walks[i] if r is not rule)
-                shift = spans[i][0] - entry[0]
-                kept.extend([_moved(d, shift) for d in entry[1]] if shift else entry[1])
-        else:
-            to_store.extend((key, i, rule.code) for i, key in zip(others, keys))
-    return Reuse(tuple(plan_walks), spans, served, kept, to_store, table, used)
+        key = (rule.code, "\0module", contexts[rule.code])
+        entry = table.get(key) if rule not in walking_defs else None
+        if entry is None:
+            to_store_module.append((key, rule.code))
+            continue
+        used.add(key)
+        leaving.add(rule.code)
+        for i, (first, findings) in zip(others, entry):
+            if findings:
+                shift = spans[i][0] - first
+                kept.extend([_moved(d, shift) for d in findings] if shift else findings)
+    if leaving:
+        for i in others:
+            served[i] = frozenset(leaving)
+            plan_walks[i] = tuple(r for r in plan_walks[i] if r.code not in leaving)
+    return Reuse(tuple(plan_walks), spans, served, kept, to_store, to_store_module, others, table, used)
 
 
 def _digest(*texts: str) -> bytes:

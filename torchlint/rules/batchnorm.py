@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from torchlint import _cst as cst
 
@@ -28,8 +28,10 @@ Layers = List[Optional["cst.BaseExpression"]]
 
 
 # -- prefilter ------------------------------------------------------------------------------------
-_CONV_NAME = re.compile(rf"(?<!\w)(?:Lazy)?Conv(?:Transpose)?[123]d(?!\w){GAP}(.?)")
-_NORM_NAME = re.compile(rf"(?<!\w)(?:Sync|Lazy)?BatchNorm(?:[123]d)?(?!\w){GAP}(.?)")
+# Names at a word start (``_word_matches``: no leading ``(?<!\w)``, which would make the regex
+# engine try every position of the text instead of scanning for the literal)
+_CONV_NAME = re.compile(rf"(?:Lazy)?Conv(?:Transpose)?[123]d(?!\w){GAP}(.?)")
+_NORM_NAME = re.compile(rf"(?:Sync|Lazy)?BatchNorm(?:[123]d)?(?!\w){GAP}(.?)")
 _BIAS_NOT_TRUE = re.compile(rf"bias{GAP}={GAP}(?!\(*{GAP}True\b)")
 _ASSIGNMENT = re.compile(r"(?<![=!<>])=(?!=)")
 
@@ -40,7 +42,7 @@ def _named_for_use(pattern: re.Pattern, text: str, call_may_fire: Callable[[str,
     default (``C = nn.Conv2d``, ``norm_layer=nn.BatchNorm2d``). Silent only on the spellings that
     never reach a finding: ``isinstance(m, nn.Conv2d)`` on a line without ``=``, attribute reads
     (``nn.BatchNorm2d.forward``) and names followed by a quote (inside a string)."""
-    for match in pattern.finditer(text):
+    for match in _word_matches(pattern, text):
         after = match.group(1)
         if after in (".", "'", '"'):
             continue
@@ -50,6 +52,23 @@ def _named_for_use(pattern: re.Pattern, text: str, call_may_fire: Callable[[str,
             continue
         return True
     return False
+
+
+def _word_matches(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
+    r"""The matches ``(?<!\w)`` + ``pattern`` would find: each starting where no letter, digit
+    or ``_`` precedes it; after a match that does not, the search goes on from its next
+    character (a match starting inside it may be one)."""
+    pos = 0
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            return
+        start = match.start()
+        if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            pos = start + 1
+            continue
+        yield match
+        pos = max(match.end(), start + 1)
 
 
 def _may_bind(text: str, at: int) -> bool:
