@@ -288,3 +288,23 @@ def test_single_process_run_uses_the_worker_gc_policy():
     with quiet_collector():
         assert gc.get_threshold() == QUIET_GC_THRESHOLD and gc.get_freeze_count() > 0
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("unit", [". ########", ".#", "= # ", "to # ", "grad # ", ".to # "],
+                         ids=["dot-hashes", "dot-hash", "equals", "to", "grad", "dot-to"])
+def test_a_long_line_of_gaps_into_comments_is_linear(unit, settings):
+    """Every regex that skips what Python allows between two tokens (``rules.base.GAP``) reads a
+    comment to its end wherever a search tries it: a 200 KB comment line of ``. #`` made each
+    search quadratic (47 s for TL202's prefilter alone). Comments are read for at most
+    ``MAX_GAP_COMMENT`` characters; the finding above the line stays."""
+    text = with_finding("# " + unit * (200_000 // len(unit)))
+    start = time.process_time()
+    assert codes(text, settings) == [("TL202", 2)]
+    assert time.process_time() - start < 15  # ~1 s; 47 s and more before the bound
+
+
+def test_a_comment_between_a_dot_and_its_name_is_seen_through(settings):
+    """The bound leaves ordinary comments where Python allows them: a move spelt across a
+    comment, inside brackets, is still found."""
+    text = "import torch\nx = (torch.zeros(3).  # " + "why " * 200 + "\n     cuda())\n"
+    assert codes(text, settings) == [("TL202", 2)]

@@ -39,7 +39,7 @@ _WORD_CHAR = re.compile(r"\w")
 # What Python allows between `=` and the first name of its value: whitespace, continuations,
 # comments, opening brackets (as rules/base.py's GAP). Keyword arguments and `==` match too: the
 # nodes on those lines are then looked at and dropped.
-_GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]*(?![^\r\n])|\()*"
+_GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]{0,1000}+(?![^\r\n])|\()*"  # a comment of at most 1,000 characters: base.GAP
 # The rest of an attribute chain (`.cuda.empty_cache`, dots and names as Python spaces them) and
 # a call or subscript on the same line.
 _CHAIN_CALLED = re.compile(r"(?:{gap}\.{gap}[A-Za-z_]\w*)*[ \t]*[(\[]".format(gap=_GAP.replace("|\\(", "")))
