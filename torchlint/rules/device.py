@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator, List, Optional, Tuple
+from bisect import bisect_right
+from itertools import accumulate
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
@@ -145,16 +147,29 @@ def _constructor_targets(text: str) -> set:
     statement starts at the call's line, or earlier while the line above ends in a bracket, a
     comma, ``=`` or a backslash."""
     names: set = set()
+    line_starts: Optional[List[int]] = None
+    statement_of: Dict[int, int] = {}  # a line's start -> its statement's start
+    furthest: Dict[int, int] = {}  # a statement's start -> where its last such call starts
     for call in _FACTORY_CALL.finditer(text):
         if not _may_build_on_host(text, call.end()):
             continue
-        start = text.rfind("\n", 0, call.start()) + 1
-        for _ in range(20):
-            above = text[text.rfind("\n", 0, max(start - 1, 0)) + 1:max(start - 1, 0)]
-            if start == 0 or not above.split("#", 1)[0].rstrip().endswith(_CONTINUES):
-                break
-            start = text.rfind("\n", 0, start - 1) + 1
-        head = text[start:call.start()]
+        if line_starts is None:  # a table, not a `rfind` per call: linear on a long line of calls
+            line_starts = list(accumulate(map(len, text.split("\n")[:-1]), lambda a, b: a + b + 1, initial=0))
+        line = line_starts[bisect_right(line_starts, call.start()) - 1]
+        start = statement_of.get(line)
+        if start is None:
+            start = line
+            for _ in range(20):
+                above = text[text.rfind("\n", 0, max(start - 1, 0)) + 1:max(start - 1, 0)]
+                if start == 0 or not above.split("#", 1)[0].rstrip().endswith(_CONTINUES):
+                    break
+                start = text.rfind("\n", 0, start - 1) + 1
+            statement_of[line] = start
+        furthest[start] = max(furthest.get(start, 0), call.start())
+    # The identifiers before a statement's last `=` ahead of its furthest call hold those ahead
+    # of any earlier call of the same statement (a prefix of it): one scan per statement.
+    for start, end in furthest.items():
+        head = text[start:end]
         last = None
         for last in _ASSIGNS.finditer(head):
             pass
