@@ -36,13 +36,24 @@ Path = Tuple[ast.AST, ...]  # the ancestors of a node, outermost (the Module) fi
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WORD_CHAR = re.compile(r"\w")
-# What Python allows between `=` and the first name of its value: whitespace, continuations,
-# comments, opening brackets (as rules/base.py's GAP). Keyword arguments and `==` match too: the
-# nodes on those lines are then looked at and dropped.
-_GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]{0,1000}+(?![^\r\n])|\()*"  # a comment of at most 1,000 characters: base.GAP
+# What Python allows between two tokens (`x . to (`): whitespace, newlines (inside brackets),
+# backslash continuations and, inside brackets, comments. Regexes that must stay sound use it
+# (`GAP`, also the rules' `requires` tokens: ``rules/base.py``). A comment runs to the end of its
+# line (the lookahead): each gap has one parse, so searches stay linear even on `. ########` (a
+# comment that could be split many ways backtracks). A comment is read for at most
+# MAX_GAP_COMMENT characters: every place a search tries a gap ending in a comment reads that
+# comment to its end, so a long line of `. #` (in a comment or a string) would cost its length
+# once per `.` (a 200 KB line took 47 s). The cost of that bound: a comment longer than that
+# between a dot and a name, or a name and its `(`, inside brackets, is not seen through.
+MAX_GAP_COMMENT = 1000
+_GAP_ITEMS = r"\s|\\(?=\r?\n)|#[^\r\n]{0,%d}+(?![^\r\n])" % MAX_GAP_COMMENT
+GAP = f"(?:{_GAP_ITEMS})*"
+# Between `=` and the first name of its value, opening brackets too. Keyword arguments and `==`
+# match as well: the nodes on those lines are then looked at and dropped.
+_GAP = f"(?:{_GAP_ITEMS}|\\()*"
 # The rest of an attribute chain (`.cuda.empty_cache`, dots and names as Python spaces them) and
 # a call or subscript on the same line.
-_CHAIN_CALLED = re.compile(r"(?:{gap}\.{gap}[A-Za-z_]\w*)*[ \t]*[(\[]".format(gap=_GAP.replace("|\\(", "")))
+_CHAIN_CALLED = re.compile(rf"(?:{GAP}\.{GAP}[A-Za-z_]\w*)*[ \t]*[(\[]")
 # Packages whose names the qualified-name questions follow (the roots of every name rules resolve).
 _ROOTS = ("torch", "torchvision", "functorch")
 
@@ -121,16 +132,17 @@ class AstIndex:
         return self._whole if self._whole is not None else self
 
     # -- where words occur -----------------------------------------------------------------------
-    def lines_matching(self, pattern: "re.Pattern[str]") -> List[int]:
-        """1-based lines where ``pattern`` matches the text (in code, strings or comments)."""
-        key = (pattern.pattern, pattern.flags, None)
+    def lines_matching(self, pattern: "re.Pattern[str]", at_end: bool = False) -> List[int]:
+        """1-based lines where ``pattern`` matches the text (in code, strings or comments): where
+        a match starts, or with ``at_end`` where it ends."""
+        key = (pattern.pattern, pattern.flags, at_end or None)
         lines = self._word_cache.get(key)  # shared with the restricted indexes
         if lines is not None:
             return lines
         starts = self._lines()
         lines = []
         for match in pattern.finditer(self.text):
-            line = bisect.bisect_right(starts, match.start())
+            line = bisect.bisect_right(starts, match.end() - 1 if at_end else match.start())
             if not lines or lines[-1] != line:
                 lines.append(line)
         self._word_cache[key] = lines
@@ -175,7 +187,7 @@ class AstIndex:
     def _lines(self) -> List[int]:
         starts = self._line_starts
         if starts is None:
-            starts = self._line_starts = list(accumulate(map(_PLUS_ONE, map(len, self.text.split("\n"))), initial=0))
+            starts = self._line_starts = line_starts(self.text)
         return starts
 
     def word_lines(self, word: str, call: bool = False, attribute: bool = False) -> List[int]:
@@ -203,24 +215,11 @@ class AstIndex:
 
     def attribute_lines(self, words: Collection[str], call: bool = False) -> List[int]:
         """1-based lines where one of ``words`` is an attribute name: after ``.`` and what Python
-        allows between (whitespace, continuations, comments: ``_GAP``), and with ``call`` called
+        allows between (whitespace, continuations, comments: ``GAP``), and with ``call`` called
         (``_CALL_AFTER``). One C-speed regex for all the words: a ``str.find`` per word rescans
         the text for each, and a common word (``to``, ``norm``) stops at every English use."""
         words = tuple(sorted(set(words)))
-        if not words:
-            return []
-        key = (words, call, "attribute")
-        lines = self._word_cache.get(key)
-        if lines is not None:
-            return lines
-        starts = self._lines()
-        lines = []
-        for match in _attribute_pattern(words, call).finditer(self.text):
-            line = bisect.bisect_right(starts, match.end() - 1)
-            if not lines or lines[-1] != line:
-                lines.append(line)
-        self._word_cache[key] = lines
-        return lines
+        return self.lines_matching(_attribute_pattern(words, call), at_end=True) if words else []
 
     def occurrences(self, words: Iterable[str], substring: bool = False,
                     ignore_case: bool = False, lines: Optional[Iterable[int]] = None) -> Iterator[Tuple[ast.AST, Path, str]]:
@@ -565,17 +564,22 @@ class AstIndex:
 UNKNOWN = object()
 _PLUS_ONE = (1).__add__  # a line's length with its newline
 # `(` after the callee, through a closing bracket of a parenthesised callee: `(torch.load)(f)`
-_CALL_AFTER = re.compile(_GAP.replace("|\\(", "|\\)") + r"\(")
+_CALL_AFTER = re.compile(f"(?:{_GAP_ITEMS}|\\))*\\(")
 
 
 @lru_cache(maxsize=64)
 def _attribute_pattern(words: Tuple[str, ...], call: bool) -> "re.Pattern[str]":
     """``.`` then one of ``words`` as a whole identifier (``attribute_lines``); with ``call``,
     followed by ``(`` as ``_CALL_AFTER`` allows."""
-    gap = _GAP.replace("|\\(", "")  # no opening bracket between a dot and its name
     alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
     after = f"(?={_CALL_AFTER.pattern})" if call else ""
-    return re.compile(rf"\.{gap}(?:{alternatives})(?!\w){after}")
+    return re.compile(rf"\.{GAP}(?:{alternatives})(?!\w){after}")  # no bracket between a dot and its name
+
+
+def line_starts(text: str) -> List[int]:
+    """The offset where each ``\n``-separated line of ``text`` starts, then one past the end
+    (for ``bisect_right(starts, offset)``: the 1-based line of an offset)."""
+    return list(accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
 
 
 def _is_word(char: str) -> bool:

@@ -10,23 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Pattern, Tuple, Union
 
 from torchlint import _cst as cst
+# What Python allows between the tokens of `x . to (`, comments read for at most
+# MAX_GAP_COMMENT characters (astindex.py says why): regex tokens of `requires` use it to stay sound.
+from torchlint.astindex import GAP, MAX_GAP_COMMENT  # noqa: F401  (re-exported for the rules)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
     from torchlint.context import FileContext, FixSpec
-
-
-# What Python allows between the tokens of `x . to (`: whitespace, newlines (inside brackets),
-# backslash continuations and, inside brackets, comments. Regex tokens of `requires` use it to
-# stay sound. A comment runs to the end of its line (the lookahead): each gap has one parse, so
-# searches stay linear even on `. ########` (a comment that could be split many ways backtracks).
-# A comment is read for at most MAX_GAP_COMMENT characters: every place a search tries a gap
-# ending in a comment reads that comment to its end, so a long line of `. #` (in a comment or a
-# string) would cost its length once per `.` (a 200 KB line took 47 s). The cost of that bound: a
-# comment longer than that between a dot and a name, or a name and its `(`, inside brackets, is
-# not seen through.
-MAX_GAP_COMMENT = 1000
-GAP = r"(?:\s|\\(?=\r?\n)|#[^\r\n]{0,%d}+(?![^\r\n]))*" % MAX_GAP_COMMENT
 
 
 class Rule:

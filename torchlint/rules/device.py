@@ -5,12 +5,11 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_right
-from itertools import accumulate
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.astindex import through_calls
+from torchlint.astindex import line_starts, through_calls
 from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import with_keyword_args
@@ -147,15 +146,15 @@ def _constructor_targets(text: str) -> set:
     statement starts at the call's line, or earlier while the line above ends in a bracket, a
     comma, ``=`` or a backslash."""
     names: set = set()
-    line_starts: Optional[List[int]] = None
+    starts: Optional[List[int]] = None
     statement_of: Dict[int, int] = {}  # a line's start -> its statement's start
     furthest: Dict[int, int] = {}  # a statement's start -> where its last such call starts
     for call in _FACTORY_CALL.finditer(text):
         if not _may_build_on_host(text, call.end()):
             continue
-        if line_starts is None:  # a table, not a `rfind` per call: linear on a long line of calls
-            line_starts = list(accumulate(map(len, text.split("\n")[:-1]), lambda a, b: a + b + 1, initial=0))
-        line = line_starts[bisect_right(line_starts, call.start()) - 1]
+        if starts is None:  # a table, not a `rfind` per call: linear on a long line of calls
+            starts = line_starts(text)
+        line = starts[bisect_right(starts, call.start()) - 1]
         start = statement_of.get(line)
         if start is None:
             start = line
