@@ -283,3 +283,238 @@ def test_a_fix_reaching_outside_its_definition_is_not_kept():
     moved = editor_memo._moved(inside, 2)
     assert (moved.location.row, moved.end_location.row, moved.fix.edits[0].location.row, moved.noqa_row,
             moved.noqa_rows) == (7, 7, 7, 7, (7,))
+
+
+# -- rules that read other definitions by name (``reads_by_name``): one kept answer per file ----
+
+BY_NAME = '''import torch
+from torch.utils.data import DataLoader
+
+
+def resize(image, size):
+    width, height = image.size
+    return image.resize((size, size * height // width))
+
+
+def build_loader(dataset):
+    return DataLoader(dataset, batch_size=8, num_workers=2)
+
+
+def evaluate(model, dataset):
+    model.eval()
+    for x, y in build_loader(dataset):
+        out = model(x.cuda())
+
+
+def main():
+    evaluate(torch.nn.Linear(4, 2), torch.randn(8, 4))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@pytest.fixture
+def walked(monkeypatch):
+    """The by-name rules' ``visit_For`` calls, by code (a served rule does not walk)."""
+    from torchlint.rules.dataloader import DataLoaderPinMemory
+    from torchlint.rules.training import NoGradInEval
+
+    editor_memo.clear()
+    calls = []
+    for rule in (DataLoaderPinMemory, NoGradInEval):
+        real = rule.visit_For
+
+        def counting(self, node, real=real):
+            calls.append(self.code)
+            return real(self, node)
+
+        monkeypatch.setattr(rule, "visit_For", counting)
+    yield calls
+    editor_memo.clear()
+
+
+def _same_as_fresh(text: str, settings: Settings, path: str = "t.py"):
+    found = engine.lint_source(text, path, settings, incremental=True)
+    assert _key(found) == _key(_fresh(text, path, settings))
+    return found
+
+
+def test_an_edit_no_by_name_rule_reads_spares_their_walk(walked):
+    """``resize`` names nothing the loader code names: editing it (a line more: the findings
+    below it move) leaves TL102 and TL402 unwalked, their findings kept and moved."""
+    settings = Settings()
+    first = _same_as_fresh(BY_NAME, settings)
+    assert {d.code for d in first} >= {"TL102", "TL402"}
+    assert {"TL102", "TL402"} <= set(walked)
+    walked.clear()
+    edited = BY_NAME.replace("    width, height = image.size\n", "    width, height = image.size\n    width += 1\n")
+    second = engine.lint_source(edited, "t.py", settings, incremental=True)
+    assert walked == []
+    assert _key(second) == _key(_fresh(edited, "t.py", settings))
+    assert [d.location.row for d in second] == [d.location.row + 1 for d in first]
+    added = edited.replace("\n\ndef resize", "\n\ndef first(image):\n    return image\n\n\ndef resize")
+    walked.clear()
+    third = engine.lint_source(added, "t.py", settings, incremental=True)
+    assert {"TL102", "TL402"} <= set(walked)  # a definition added: the layout changed
+    assert _key(third) == _key(_fresh(added, "t.py", settings))
+
+
+def test_an_edit_of_a_caller_reaches_the_callee_finding(walked):
+    """TL402 reads the callers of ``evaluate``: ``main`` calling it under ``no_grad`` silences it."""
+    settings = Settings()
+    assert "TL402" in {d.code for d in _same_as_fresh(BY_NAME, settings)}
+    silenced = BY_NAME.replace("    evaluate(torch.nn.Linear(4, 2), torch.randn(8, 4))\n",
+                               "    with torch.no_grad():\n        evaluate(torch.nn.Linear(4, 2), torch.randn(8, 4))\n")
+    assert "TL402" not in {d.code for d in _same_as_fresh(silenced, settings)}
+    assert "TL402" in {d.code for d in _same_as_fresh(BY_NAME, settings)}
+
+
+def test_an_edit_of_a_loader_factory_reaches_the_loader_finding(walked):
+    """TL102 flags the loader ``build_loader`` returns because ``evaluate``'s loop moves its batches:
+    pinned in ``build_loader``, the finding goes; batches no longer moved, too."""
+    settings = Settings()
+    assert "TL102" in {d.code for d in _same_as_fresh(BY_NAME, settings)}
+    pinned = BY_NAME.replace("num_workers=2)", "num_workers=2, pin_memory=True)")
+    assert "TL102" not in {d.code for d in _same_as_fresh(pinned, settings)}
+    assert "TL102" in {d.code for d in _same_as_fresh(BY_NAME, settings)}
+    unmoved = BY_NAME.replace("out = model(x.cuda())", "out = model(x)")
+    assert "TL102" not in {d.code for d in _same_as_fresh(unmoved, settings)}
+
+
+# unrelated definitions: an edit elsewhere is a small share of the file (else the walk plan
+# is made afresh: ``partial.FRESH_SHARE``)
+FILLER = "".join(f"\n\ndef filler_{k}(a):\n    b = a * {k}\n    return b + 1\n" for k in range(20))
+
+DATASET = '''import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Rows(Dataset):
+    def __init__(self, n):
+        self.x = torch.randn(n, 4)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i]
+
+
+def unrelated(a):
+    return a + 1
+
+
+def loaders():
+    return DataLoader(Rows(8), batch_size=2)
+''' + FILLER
+
+
+def test_an_edit_of_a_dataset_class_reaches_tl101(walked):
+    """TL101 is silent on a dataset whose items are rows it holds; items computed make it fire."""
+    settings = Settings()
+    assert "TL101" not in {d.code for d in _same_as_fresh(DATASET, settings)}
+    assert "TL101" not in {d.code for d in _same_as_fresh(DATASET.replace("a + 1", "a + 2"), settings)}
+    scaled = DATASET.replace("        return self.x[i]\n", "        return self.x[i] * 2\n")
+    assert "TL101" in {d.code for d in _same_as_fresh(scaled, settings)}
+
+
+SMOKE = '''import torch
+from torch.utils.data import DataLoader
+
+
+def show(batches):
+    print(batches)
+
+
+if __name__ == "__main__":
+    loader = DataLoader(torch.arange(10), batch_size=2)
+    print(next(iter(loader)))
+''' + FILLER
+
+
+def test_a_function_reading_a_smoke_tests_loader_reaches_tl101(walked):
+    """A ``__main__`` loader only looked at is a smoke test (TL101 silent); a function of the
+    file that loops over it all makes it a real loader."""
+    settings = Settings()
+    assert "TL101" not in {d.code for d in _same_as_fresh(SMOKE, settings)}
+    looping = SMOKE.replace("    print(batches)\n", "    for b in loader:\n        print(b)\n")
+    assert "TL101" in {d.code for d in _same_as_fresh(looping, settings)}
+    assert "TL101" not in {d.code for d in _same_as_fresh(SMOKE, settings)}
+
+
+def test_the_name_closure_over_approximates_what_a_rule_reads():
+    import ast as std_ast
+
+    text = '''import torch
+from torch.utils.data import DataLoader as DL
+TABLE = {"a": helper_a}
+
+
+def seed():
+    callee()
+
+
+def callee():
+    return 1
+
+
+def caller():
+    seed()
+
+
+def helper_a():
+    return 2
+
+
+def aliased():
+    return DL([1])
+
+
+def declares():
+    global TABLE
+    TABLE = {}
+
+
+def uses_loader():
+    return loader
+
+
+def alone():
+    return 3
+
+
+if __name__ == "__main__":
+    loader = DL([1, 2])
+'''
+    tree = std_ast.parse(text)
+    groups = [[s] for s in tree.body]
+    definitions = [i for i, s in enumerate(tree.body) if isinstance(s, std_ast.FunctionDef)]
+    others = [i for i in range(len(groups)) if i not in definitions]
+    texts = {i: std_ast.get_source_segment(text, s) for i, s in enumerate(tree.body)}
+    table = {}
+    names = [editor_memo._names(groups[i], texts[i], table) for i in range(len(groups))]
+    by_name = {s.name: i for i, s in enumerate(tree.body) if isinstance(s, std_ast.FunctionDef)}
+    relevant = editor_memo._read_by_name(frozenset({by_name["seed"]}), definitions, others, groups, texts, names,
+                                         frozenset({"DL"}))
+    assert {tree.body[i].name for i in relevant} == {
+        "seed", "callee", "caller", "helper_a", "aliased", "declares", "uses_loader"}
+
+
+def test_an_end_at_the_next_lines_start_moves_with_its_statement():
+    """A deleted line's edit ends at column 1 of the next row, which may belong to the next
+    statement: it moves with the line it deletes; an insertion there stays with its own row."""
+    from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
+
+    deleting = Diagnostic("TL501", "n", "m", "p.py", Location(5, 5), Location(5, 9),
+                          Fix("safe", "f", (Edit(Location(5, 1), Location(6, 1), ""),)), 5, (5,))
+    assert editor_memo._within(deleting, 4, 5)
+    # statements began on rows 1 and 6; now on 1 and 9 (three lines typed between them)
+    moved = editor_memo._remapped(deleting, (1, 6), [(1, 5), (9, 12)])
+    assert (moved.fix.edits[0].location, moved.fix.edits[0].end_location) == (Location(5, 1), Location(6, 1))
+    inserting = Diagnostic("TL101", "n", "m", "p.py", Location(7, 5), Location(7, 9),
+                           Fix("safe", "f", (Edit(Location(6, 1), Location(6, 1), "import os\n"),)), 7, (7,))
+    moved = editor_memo._remapped(inserting, (1, 6), [(1, 5), (9, 12)])
+    assert (moved.fix.edits[0].location, moved.fix.edits[0].end_location) == (Location(9, 1), Location(9, 1))
+    assert moved.location == Location(10, 5)

@@ -15,6 +15,15 @@ are not statement-local walk as before.
 A definition is its *chunk*: the lines after the statement before it (comments, blank lines,
 decorators) through its last line. Findings are kept only when every row they hold (the
 finding, its fix's edits, its noqa rows) lies in that chunk; otherwise the pair is walked again.
+
+A rule that is not statement-local but ``reads_by_name`` (``rules/base.py``) has its findings
+over the whole file kept under one key: the texts of the definitions it walks, of the module's
+statements and of every definition connected to those by a name (``_read_by_name``: one names
+the other, a ``DataLoader`` is spelled there, a module-level name is declared there), the
+other definitions' headers, and the project facts. An edit in a definition none of them is
+connected to (most of a long file: a transform, a config helper) leaves the key as it was, and
+the rule does not walk at all; its findings come back with each row moved as its statement
+moved. A finding with a row in a definition the key leaves out is not kept.
 """
 
 from __future__ import annotations
@@ -23,11 +32,12 @@ import ast
 import dataclasses
 import hashlib
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Type
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple, Type
 
 from torchlint.astindex import statement_first_line, statement_groups
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.partial import _DEFINITIONS
+from torchlint.torch_api import DATALOADER, canonical_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
@@ -38,6 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 _TABLES: Dict[str, Dict[tuple, Tuple[int, Tuple[Diagnostic, ...]]]] = {}
 # path -> ((rule code, a definition's chunk) -> its keep_question's answer)
 _KEEP: Dict[str, Dict[Tuple[str, str], bool]] = {}
+# path -> (a top-level statement's chunk -> what ``_read_by_name`` needs of it)
+_NAMES: Dict[str, Dict[str, "_Names"]] = {}
 
 
 def recent(tables: Dict, key, keep: int = 8) -> dict:
@@ -55,6 +67,7 @@ def clear() -> None:
     """Forget every buffer's kept findings (tests)."""
     _TABLES.clear()
     _KEEP.clear()
+    _NAMES.clear()
 
 
 @dataclasses.dataclass
@@ -74,6 +87,9 @@ class Reuse:
     _others: List[int]
     _table: dict
     _used: Set[tuple]  # the keys looked up or stored: the others are dropped
+    # (key, code, the statements the key holds) of the ``reads_by_name`` rules that walked:
+    # their findings over the whole file are kept when every row lies in one of those statements
+    _to_store_file: List[Tuple[tuple, str, FrozenSet[int]]] = dataclasses.field(default_factory=list)
 
     def merge(self, found: List[Diagnostic]) -> List[Diagnostic]:
         spans, served = self._spans, self._served
@@ -100,6 +116,12 @@ class Reuse:
             if all(_within(d, *spans[i]) for i, findings in zip(self._others, found_there) for d in findings):
                 table[key] = tuple((spans[i][0], findings) for i, findings in zip(self._others, found_there))
                 self._used.add(key)
+        for key, code, kept_statements in self._to_store_file:
+            findings = tuple(d for d in found if d.code == code)
+            if all(d.cell is None and all(_group_of(row, spans, firsts) in kept_statements for row in _rows(d))
+                   for d in findings):
+                table[key] = (tuple(firsts), findings)
+                self._used.add(key)
         for key in [k for k in table if k not in self._used]:  # definitions edited away
             del table[key]
         return out
@@ -112,7 +134,8 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     kept findings serve, or None when the module's statements do not line up with CPython's
     (``body_length``: libcst's module body) or no rule can be served."""
     local = [r for r in rules if r.statement_local and r.ast_candidate is not None]
-    if not local:
+    by_name = [r for r in rules if not r.statement_local and r.reads_by_name and r.ast_candidate is not None]
+    if not local and not by_name:
         return None
     groups = statement_groups(tree.body)
     if len(groups) != body_length or (walks is not None and len(walks) != body_length):
@@ -202,7 +225,114 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
         for i in others:
             served[i] = frozenset(leaving)
             plan_walks[i] = tuple(r for r in plan_walks[i] if r.code not in leaving)
-    return Reuse(tuple(plan_walks), spans, served, kept, to_store, to_store_module, others, table, used)
+    # The rules that read other definitions by name only: one kept answer each for the file
+    to_store_file: List[Tuple[tuple, str, FrozenSet[int]]] = []
+    if by_name:
+        infos = recent(_NAMES, path)
+        texts = {i: chunks[i] if i in is_definition else chunk(i) for i in range(len(groups))}
+        names = [_names(groups[i], texts[i], infos) for i in range(len(groups))]
+        for stale in [t for t in infos if t not in texts.values()]:
+            del infos[stale]
+        aliases = frozenset(name for name, qualified in index.bindings().items()
+                            if any(canonical_name(q) == DATALOADER for q in qualified))
+        layout = "".join("d" if i in is_definition else "m" for i in range(len(groups)))
+        closures: Dict[FrozenSet[int], FrozenSet[int]] = {}
+        for rule in by_name:
+            seeds = frozenset(i for i in definitions if rule in plan_walks[i])
+            if not seeds and not any(rule in plan_walks[i] for i in others):
+                continue  # it walks nothing: it finds nothing
+            relevant = closures.get(seeds)
+            if relevant is None:
+                relevant = closures[seeds] = _read_by_name(seeds, definitions, others, groups, texts, names, aliases)
+            key = (rule.code, "\0file", _digest(common.hex(), layout, digest, *(
+                chunks[i] if i in relevant else "\0" for i in definitions)))
+            entry = table.get(key)
+            if entry is None:
+                to_store_file.append((key, rule.code, relevant.union(others)))
+                continue
+            used.add(key)
+            firsts_then, findings = entry
+            kept.extend(_remapped(d, firsts_then, spans) for d in findings)
+            plan_walks = [tuple(r for r in walking if r is not rule) for walking in plan_walks]
+    return Reuse(tuple(plan_walks), spans, served, kept, to_store, to_store_module, others, table, used,
+                 to_store_file)
+
+
+class _Names(NamedTuple):
+    """What ``_read_by_name`` needs of one top-level statement (the same for the same text)."""
+
+    names: FrozenSet[str]  # every ``Name`` in it, and what its ``global``/``nonlocal`` declare
+    stores: FrozenSet[str]  # the names it binds (``Store`` context)
+    # a definition that may bind a module-level name besides its own: ``global``/``nonlocal``
+    # in its body, or an assignment expression in its decorators, defaults, annotations or bases
+    binds_outside: bool
+
+
+def _names(group: Sequence[ast.stmt], text: str, table: Dict[str, _Names]) -> _Names:
+    found = table.get(text)
+    if found is not None:
+        return found
+    names: Set[str] = set()
+    stores: Set[str] = set()
+    binds_outside = False
+    for stmt in group:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+                if type(node.ctx) is ast.Store:
+                    stores.add(node.id)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                names.update(node.names)
+                binds_outside = True
+        if isinstance(stmt, _DEFINITIONS):
+            header: List[ast.AST] = list(stmt.decorator_list)
+            if isinstance(stmt, ast.ClassDef):
+                header += stmt.bases + [k.value for k in stmt.keywords]
+            else:
+                header += [stmt.args, stmt.returns] if stmt.returns is not None else [stmt.args]
+            binds_outside = binds_outside or any(type(n) is ast.NamedExpr for part in header for n in ast.walk(part))
+    table[text] = found = _Names(frozenset(names), frozenset(stores), binds_outside)
+    return found
+
+
+def _read_by_name(seeds: FrozenSet[int], definitions: List[int], others: List[int], groups, texts: Dict[int, str],
+                  names: List[_Names], aliases: FrozenSet[str]) -> FrozenSet[int]:
+    """The definitions a ``reads_by_name`` rule that walks ``seeds`` may read (``rules/base.py``),
+    seeds included, over-approximated: a definition whose text spells ``DataLoader`` (or names
+    an alias of it) or that may bind a module-level name besides its own, then, to a fixed
+    point, one whose name a statement already in (or a module statement) spells as a ``Name``,
+    one that spells the name of a definition already in (a caller), and one that spells a name
+    a module statement binds where a ``DataLoader`` is spelled (a smoke test's loader)."""
+    def spells_loader(i: int) -> bool:
+        return "DataLoader" in texts[i] or not names[i].names.isdisjoint(aliases)
+
+    read: Set[str] = set()  # the names spelled in the statements in
+    loader_names: Set[str] = set()
+    for i in others:
+        read |= names[i].names
+        if spells_loader(i):
+            loader_names |= names[i].stores
+    relevant = set(seeds)
+    relevant.update(i for i in definitions if names[i].binds_outside or spells_loader(i))
+    defined = {groups[i][0].name for i in relevant}
+    for i in relevant:
+        read |= names[i].names
+    rest = [i for i in definitions if i not in relevant]
+    grown = True
+    while grown:
+        grown = False
+        still = []
+        for i in rest:
+            spelled = names[i].names
+            if groups[i][0].name in read or not spelled.isdisjoint(defined) or not spelled.isdisjoint(loader_names):
+                relevant.add(i)
+                read |= spelled
+                defined.add(groups[i][0].name)
+                grown = True
+            else:
+                still.append(i)
+        rest = still
+    return frozenset(relevant)
 
 
 def _digest(*texts: str) -> bytes:
@@ -236,26 +366,56 @@ def _group_of(row: int, spans: List[Tuple[int, int]], firsts: List[int]) -> Opti
     return i if i >= 0 and row <= spans[i][1] else None
 
 
-def _within(d: Diagnostic, first: int, last: int) -> bool:
-    rows = [d.location.row, d.end_location.row, *d.noqa_rows]
+def _end_row(start: Location, end: Location) -> int:
+    """The row an end location moves with: a range that ends at the start of a line (a deleted
+    line's edit: the statement's last line through the next line's column 1) ends with the line
+    before it, whatever comes after; an empty range (an insertion) stays with its row."""
+    return end.row - 1 if end.column == 1 and end.row > start.row else end.row
+
+
+def _rows(d: Diagnostic) -> List[int]:
+    """Every row a finding holds: its range, its noqa rows, its fix's edits (``_end_row``)."""
+    rows = [d.location.row, _end_row(d.location, d.end_location), *d.noqa_rows]
     if d.noqa_row is not None:
         rows.append(d.noqa_row)
     if d.fix is not None:
         for edit in d.fix.edits:
-            rows += (edit.location.row, edit.end_location.row)
-    return d.cell is None and all(first <= row <= last for row in rows)
+            rows += (edit.location.row, _end_row(edit.location, edit.end_location))
+    return rows
 
 
-def _moved(d: Diagnostic, shift: int) -> Diagnostic:
-    """``d`` ``shift`` lines down (its text is the same, so its columns are)."""
+def _within(d: Diagnostic, first: int, last: int) -> bool:
+    return d.cell is None and all(first <= row <= last for row in _rows(d))
+
+
+def _remapped(d: Diagnostic, firsts_then: Sequence[int], spans: List[Tuple[int, int]]) -> Diagnostic:
+    """``d``, kept when the statements began at ``firsts_then``, with each row moved as the
+    statement holding it moved (the key held those statements' texts: the same columns)."""
+    def move(row: int) -> int:
+        i = bisect_right(firsts_then, row) - 1
+        return row + spans[i][0] - firsts_then[i]
+
+    return _moved(d, 0, move)
+
+
+def _moved(d: Diagnostic, shift: int, move: Optional[Callable[[int], int]] = None) -> Diagnostic:
+    """``d`` ``shift`` lines down (its text is the same, so its columns are); ``move``: each
+    row's new row instead (an end location moves with its ``_end_row``)."""
+    def row_of(row: int) -> int:
+        return move(row) if move is not None else row + shift
+
     def at(location: Location) -> Location:
-        return Location(location.row + shift, location.column)
+        return Location(row_of(location.row), location.column)
+
+    def end_at(start: Location, end: Location) -> Location:
+        anchor = _end_row(start, end)
+        return Location(row_of(anchor) + end.row - anchor, end.column)
 
     fix = d.fix
     if fix is not None:
         fix = Fix(fix.applicability, fix.message, tuple(
-            Edit(at(e.location), at(e.end_location), e.content, e.cell) for e in fix.edits))
+            Edit(at(e.location), end_at(e.location, e.end_location), e.content, e.cell) for e in fix.edits))
     return dataclasses.replace(
-        d, location=at(d.location), end_location=at(d.end_location), fix=fix,
-        noqa_row=d.noqa_row + shift if d.noqa_row is not None else None,
-        noqa_rows=tuple(row + shift for row in d.noqa_rows))
+        d, location=at(d.location), end_location=end_at(d.location, d.end_location), fix=fix,
+        noqa_row=row_of(d.noqa_row) if d.noqa_row is not None else None,
+        noqa_rows=tuple(row_of(row) for row in d.noqa_rows))

@@ -84,6 +84,16 @@ class Rule:
     #: ``ast_candidate``. None: the rule walks every definition. A ``statement_local`` rule's
     #: question is its ``ast_candidate`` (``walk_question``).
     walk_candidate: ClassVar[Optional[Callable[["AstIndex"], bool]]] = None
+    #: For a rule that is not ``statement_local``: whether what its visits read outside the
+    #: definitions it walks is only (a) the module's statements that are not definitions, (b)
+    #: other top-level definitions reached *by name*: a function or class its code names (a
+    #: helper it calls, a dataset class, a loader factory), a function whose callers it looks
+    #: at, and the readers of a module-level name bound from a ``DataLoader`` call, (c) a
+    #: ``DataLoader`` call's assignment anywhere (``heuristics.dataloader_names``) and (d) the
+    #: project facts. Then an editor keeps its findings over the whole file while all of those
+    #: are unchanged (``editor_memo``: an edit elsewhere spares its walk). False: the rule walks
+    #: at every lint, as ``walk_candidate`` says.
+    reads_by_name: ClassVar[bool] = False
 
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx

@@ -65,6 +65,7 @@ class DataLoaderNumWorkers(Rule):
 
     code = "TL101"
     statement_local = False  # reads a dataset class of the same file
+    reads_by_name = True  # that class by its name; a smoke test's loader by the name it is bound to
     walk_candidate = staticmethod(lambda index: index.called("DataLoader"))  # its visits: loader calls
     name = "dataloader-num-workers"
     summary = "`DataLoader` loads data in the main process (`num_workers` omitted or 0)."
@@ -171,6 +172,7 @@ class DataLoaderPinMemory(Rule):
 
     code = "TL102"
     statement_local = False  # reads loops and loader factories anywhere in the file
+    reads_by_name = True  # factories by the names called; loops where it walks; loader assignments
     name = "dataloader-pin-memory"
     summary = "`DataLoader` batches are copied to the GPU from pageable memory (`pin_memory` not set)."
     message = "Batches go to the GPU from pageable memory; pass `pin_memory=True` to this `DataLoader`"

@@ -432,6 +432,7 @@ class RetainedGraph(Rule):
 
     code = "TL405"
     statement_local = False  # reads helpers of the same file that step
+    reads_by_name = True  # those helpers by the names its loops call
     name = "retained-graph"
     summary = "A graph-carrying tensor is kept across training steps, so every step's autograd graph stays alive."
     message = (
@@ -662,6 +663,7 @@ class NoGradInEval(Rule):
 
     code = "TL402"
     statement_local = False  # reads the callers of the function in the same file
+    reads_by_name = True  # callers by the function's name, helpers by theirs, loader assignments
     name = "no-grad-in-eval"
     summary = "An evaluation loop runs the model without `torch.no_grad()`/`torch.inference_mode()`."
     message = (
