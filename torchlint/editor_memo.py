@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple, Type
 
@@ -230,13 +231,15 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     if by_name:
         infos = recent(_NAMES, path)
         texts = {i: chunks[i] if i in is_definition else chunk(i) for i in range(len(groups))}
-        names = [_names(groups[i], texts[i], infos) for i in range(len(groups))]
-        for stale in [t for t in infos if t not in texts.values()]:
+        names = [_names(groups[i], texts[i], infos, i in is_definition) for i in range(len(groups))]
+        present = set(texts.values())
+        for stale in [t for t in infos if t not in present]:
             del infos[stale]
         aliases = frozenset(name for name, qualified in index.bindings().items()
                             if any(canonical_name(q) == DATALOADER for q in qualified))
         layout = "".join("d" if i in is_definition else "m" for i in range(len(groups)))
         closures: Dict[FrozenSet[int], FrozenSet[int]] = {}
+        spared: Set[Type["Rule"]] = set()
         for rule in by_name:
             seeds = frozenset(i for i in definitions if rule in plan_walks[i])
             if not seeds and not any(rule in plan_walks[i] for i in others):
@@ -253,7 +256,9 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
             used.add(key)
             firsts_then, findings = entry
             kept.extend(_remapped(d, firsts_then, spans) for d in findings)
-            plan_walks = [tuple(r for r in walking if r is not rule) for walking in plan_walks]
+            spared.add(rule)
+        if spared:
+            plan_walks = [tuple(r for r in walking if r not in spared) for walking in plan_walks]
     return Reuse(tuple(plan_walks), spans, served, kept, to_store, to_store_module, others, table, used,
                  to_store_file)
 
@@ -261,16 +266,28 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
 class _Names(NamedTuple):
     """What ``_read_by_name`` needs of one top-level statement (the same for the same text)."""
 
-    names: FrozenSet[str]  # every ``Name`` in it, and what its ``global``/``nonlocal`` declare
-    stores: FrozenSet[str]  # the names it binds (``Store`` context)
-    # a definition that may bind a module-level name besides its own: ``global``/``nonlocal``
-    # in its body, or an assignment expression in its decorators, defaults, annotations or bases
+    #: the names it spells: of a definition in ASCII, every identifier-like word of its text
+    #: (attributes, strings and comments too: more than its ``Name`` nodes, never fewer); else
+    #: its ``Name`` nodes and what its ``global``/``nonlocal`` declare
+    names: FrozenSet[str]
+    #: of a module statement, the names it binds (``Store`` context)
+    stores: FrozenSet[str]
+    #: of a definition, whether it may bind a module-level name besides its own: ``global``/
+    #: ``nonlocal`` (the words, in ASCII), an assignment expression in its header
     binds_outside: bool
 
 
-def _names(group: Sequence[ast.stmt], text: str, table: Dict[str, _Names]) -> _Names:
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _names(group: Sequence[ast.stmt], text: str, table: Dict[str, _Names], definition: bool) -> _Names:
     found = table.get(text)
     if found is not None:
+        return found
+    if definition and text.isascii():  # the words: a tenth of a walk of the tree (an edited body)
+        words = frozenset(_WORD.findall(text))
+        found = _Names(words, frozenset(), "global" in words or "nonlocal" in words or ":=" in text)
+        table[text] = found
         return found
     names: Set[str] = set()
     stores: Set[str] = set()
