@@ -598,3 +598,37 @@ def test_incremental_ast_keeps_the_other_methods_of_a_large_class(monkeypatch):
     # a method dedented out of the class, or indented under the one before: CPython decides
     _same_as_cpython(parser, edited.replace("    def m9(", "def m9("))
     _same_as_cpython(parser, edited.replace("    def m9(", "      def m9("))
+
+
+def _all_nodes(node: cst.CSTNode) -> List[cst.CSTNode]:
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(current.children)
+    return found
+
+
+def test_identical_statements_get_trees_of_their_own(monkeypatch):
+    """Parts are cached by their text, so two identical statements of one body (or two
+    identical top-level definitions) would be one node at two places: every position and
+    every rule's per-node memo would see the first twice (TL404 reported the first of two
+    identical `GradScaler()` lines twice). Each place gets its own tree, and the next parse
+    still reuses both."""
+    monkeypatch.setattr(parsing, "MIN_FUNCTION_SPLIT_CHARS", 0)
+    text = ("import torch\n\n\ndef timed(f):\n    torch.cuda.synchronize()\n    f()\n    torch.cuda.synchronize()\n"
+            "    return f\n\n\ndef same():\n    return 1\n\n\ndef same():\n    return 1\n")
+    parser = IncrementalParser()
+    for version in (text, text.replace("    f()\n", "    f(1)\n")):
+        module = parser.parse(version, ast.parse(version))
+        assert module.code == version
+        assert module.deep_equals(cst.parse_module(version))
+        nodes = _all_nodes(module)
+        assert len({id(n) for n in nodes}) == len(nodes)
+    from torchlint.config import Settings
+    from torchlint.engine import lint_source
+
+    source = ("import torch\n\n\ndef train(model, data):\n" + "    x = 1\n" * 60
+              + "    scaler = torch.cuda.amp.GradScaler()\n    scaler = torch.cuda.amp.GradScaler()\n")
+    found = lint_source(source, "t.py", Settings(), incremental=True)
+    assert [(d.code, d.location.row) for d in found] == [("TL404", 65), ("TL404", 66)]

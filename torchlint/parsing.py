@@ -17,7 +17,7 @@ import copy
 import re
 import warnings
 from collections import OrderedDict
-from typing import Any, Iterator, List, Optional, Tuple, Union, cast
+from typing import Any, Iterator, List, Optional, Set, Tuple, Union, cast
 
 from torchlint import _cst as cst
 
@@ -183,6 +183,10 @@ class IncrementalParser:
         # (text, tree, its chunks, first lines, groups) of the last split, for ``parse`` after
         # ``unparsed_chunks``
         self._split: Optional[tuple] = None
+        # ids of the cached trees one ``parse`` has placed so far: a text met twice in one file
+        # (two identical statements of a body, `torch.cuda.synchronize()` before and after a
+        # timed call) gets a tree of its own the second time, for node identity is position
+        self._placed: Set[int] = set()
 
     def unparsed_chunks(self, text: str, tree: ast.Module) -> Optional[List[str]]:
         """The chunks of ``text`` that ``parse`` would hand libcst (those not parsed before);
@@ -213,8 +217,12 @@ class IncrementalParser:
         self._split = None  # the texts are not kept alive
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
-        modules = [self._chunk(chunk, groups[i]) for i, chunk in enumerate(chunks)] if groups else [
-            self._chunk(chunk) for chunk in chunks]
+        self._placed.clear()
+        try:
+            modules = [self._chunk(chunk, groups[i]) for i, chunk in enumerate(chunks)] if groups else [
+                self._chunk(chunk) for chunk in chunks]
+        finally:
+            self._placed.clear()
         joined = _join(modules)
         if joined is None:
             return cst.parse_module(text)
@@ -224,7 +232,7 @@ class IncrementalParser:
     def _chunk(self, chunk: str, group: Optional[Tuple[int, List[ast.stmt]]] = None) -> cst.Module:
         module = self._cached(chunk)
         if module is not None:
-            return module
+            return self._place(chunk, module)
         if group is not None and len(group[1]) == 1:
             kind = type(group[1][0])
             if len(chunk) >= (MIN_CLASS_SPLIT_CHARS if kind is ast.ClassDef else MIN_FUNCTION_SPLIT_CHARS) and kind in _BY_PARTS:
@@ -232,7 +240,7 @@ class IncrementalParser:
         if module is None:
             module = cst.parse_module(chunk)
         self._store(chunk, module)
-        return module
+        return self._place(chunk, module)
 
     def _parsed(self, text: str) -> cst.Module:
         """libcst's tree of ``text``, from the cache when it was parsed before."""
@@ -240,6 +248,14 @@ class IncrementalParser:
         if module is None:
             module = cst.parse_module(text)
             self._store(text, module)
+        return self._place(text, module)
+
+    def _place(self, text: str, module: cst.Module) -> cst.Module:
+        """``module`` (the tree of ``text``), or a new tree of ``text`` when this parse placed
+        it already: no node may stand at two places of one file."""
+        if id(module) in self._placed:
+            return cst.parse_module(text)  # not cached: the first one stays
+        self._placed.add(id(module))
         return module
 
     def _cached(self, text: str) -> Optional[cst.Module]:
