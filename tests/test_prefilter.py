@@ -366,6 +366,29 @@ def test_attribute_lines_find_every_spelling_of_an_attribute():
     assert index.attribute_lines([]) == []
 
 
+def test_references_find_a_class_used_but_not_a_type_test():
+    """``AstIndex.references`` (TL301's question: a norm its code builds or takes): a call, a
+    default, an alias's value, a star import's name; not ``isinstance``, not another module's
+    class of the same name, not a comment."""
+    import ast
+
+    from torchlint.astindex import AstIndex
+    from torchlint.torch_api import MEAN_SUBTRACTING_NORMS
+
+    def refs(source: str) -> bool:
+        return AstIndex(ast.parse(source), source).references(MEAN_SUBTRACTING_NORMS)
+
+    assert refs("import torch.nn as nn\nbn = nn.BatchNorm2d(8)\n")
+    assert refs("from torch import nn\ndef f(norm_layer=nn.SyncBatchNorm):\n    pass\n")
+    assert refs("from torch.nn import BatchNorm1d as BN\nlayer = BN\n")
+    assert refs("import torch\nBN = torch.nn.BatchNorm3d\nx = BN\n")
+    assert refs("from torch.nn import *\nm = LazyBatchNorm2d()\n")
+    assert refs("import torch\nm = torch.nn.modules.batchnorm.BatchNorm2d(3)\n")
+    assert not refs("import torch.nn as nn\nif isinstance(m, (nn.Conv2d, nn.BatchNorm2d)):\n    pass\n")
+    assert not refs("from timm.layers import BatchNormAct2d, BatchNorm2d\nm = BatchNorm2d(3)\n")
+    assert not refs("import torch\n# nn.BatchNorm2d(3) in a comment\nx = torch.nn.GroupNorm(2, 4)\n")
+
+
 def test_attribute_lines_lose_no_attribute_of_the_fixtures():
     """Every ``<x>.<name>`` node of the fixtures (and every call of one) is on a line
     ``attribute_lines`` gives, for the method names the rules ask about: the questions built on

@@ -471,6 +471,28 @@ class AstIndex:
                 found.append((node, parents))
         return found
 
+    def references(self, names: Collection[str]) -> bool:
+        """Is a name or attribute chain that may resolve to one of the qualified ``names`` read
+        anywhere in this index's statements: called, passed on, a parameter's default
+        (``norm_layer=nn.BatchNorm2d``), an alias's value? Not the class of a type test
+        (``isinstance(m, nn.BatchNorm2d)``: nothing is built or passed there). An
+        over-approximation, as ``resolves``."""
+        names = frozenset(names)
+        if not names:
+            return False
+        wanted = names.__contains__
+        bindings = self.bindings()
+        words = {n.rsplit(".", 1)[-1] for n in names}
+        words.update(local for local, qs in bindings.items() if any(wanted(canonical_name(q)) for q in qs))
+        starred = {w for m in self._star for w in STAR_EXPORTS.get(m, ())}
+        bare = [w for w in words if w in bindings or w in starred]  # the others: attributes only
+        lines = sorted({*self.attribute_lines(words.difference(bare)), *(line for w in bare for line in self.word_lines(w))})
+        for node, parents, _ in self.occurrences(words, lines=lines):
+            if ((type(node) is ast.Name or type(node) is ast.Attribute) and not _isinstance_argument(node, parents)
+                    and self.resolves(node, wanted)):
+                return True
+        return False
+
     def matches(self, pattern: "re.Pattern[str]") -> bool:
         """Does ``pattern`` match on a line of this index's statements (their comments too)?"""
         return any(self.nodes_on(line) for line in self.lines_matching(pattern))

@@ -178,7 +178,9 @@ class ConvBiasBeforeBatchNorm(Rule):
     hint = "BatchNorm subtracts the per-channel mean, so the bias only adds parameters and work."
     default_norm_message = "Conv bias is cancelled by the BatchNorm `{param}` defaults to; pass `bias=False` for it"
     requires = (("Conv",), ("BatchNorm",), (conv_may_have_bias,), (batchnorm_may_be_used,))  # cheap tokens first
-    ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True) and ast_conv_may_have_bias(index))
+    # every finding needs a norm its code (or a module-level alias) names: a call, a default
+    ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True)
+                                 and index.references(MEAN_SUBTRACTING_NORMS) and ast_conv_may_have_bias(index))
     fix_applicability = UNSAFE
 
     def __init__(self, ctx) -> None:
