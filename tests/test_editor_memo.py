@@ -498,8 +498,8 @@ if __name__ == "__main__":
     for words in (True, False):
         table = {}
         names = [editor_memo._names(groups[i], texts[i], table, words and i in definitions) for i in range(len(groups))]
-        relevant = editor_memo._read_by_name(frozenset({by_name["seed"]}), definitions, others, groups, texts, names,
-                                             frozenset({"DL"}))
+        relevant = editor_memo._Closure(definitions, others, groups, texts, names, frozenset({"DL"})).read_from(
+            frozenset({by_name["seed"]}))
         assert {tree.body[i].name for i in relevant} == {
             "seed", "callee", "caller", "helper_a", "aliased", "declares", "uses_loader"}, words
 

@@ -617,7 +617,7 @@ def test_identical_statements_get_trees_of_their_own(monkeypatch):
     still reuses both."""
     monkeypatch.setattr(parsing, "MIN_FUNCTION_SPLIT_CHARS", 0)
     text = ("import torch\n\n\ndef timed(f):\n    torch.cuda.synchronize()\n    f()\n    torch.cuda.synchronize()\n"
-            "    return f\n\n\ndef same():\n    return 1\n\n\ndef same():\n    return 1\n")
+            "    return f\n\n\ndef same():\n    return 1\n\n\ndef same():\n    return 1\n\n\nx = 1\n")
     parser = IncrementalParser()
     for version in (text, text.replace("    f()\n", "    f(1)\n")):
         module = parser.parse(version, ast.parse(version))
@@ -625,6 +625,13 @@ def test_identical_statements_get_trees_of_their_own(monkeypatch):
         assert module.deep_equals(cst.parse_module(version))
         nodes = _all_nodes(module)
         assert len({id(n) for n in nodes}) == len(nodes)
+    parsed = []  # the second place of a text is cached too: the same text again parses nothing
+    real = parsing.cst.parse_module
+    monkeypatch.setattr(parsing.cst, "parse_module", lambda source: parsed.append(source) or real(source))
+    again = parser.parse(version, ast.parse(version))
+    assert parsed == [] and again.code == version
+    nodes = _all_nodes(again)
+    assert len({id(n) for n in nodes}) == len(nodes)
     from torchlint.config import Settings
     from torchlint.engine import lint_source
 

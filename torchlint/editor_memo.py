@@ -18,7 +18,7 @@ finding, its fix's edits, its noqa rows) lies in that chunk; otherwise the pair 
 
 A rule that is not statement-local but ``reads_by_name`` (``rules/base.py``) has its findings
 over the whole file kept under one key: the texts of the definitions it walks, of the module's
-statements and of every definition connected to those by a name (``_read_by_name``: one names
+statements and of every definition connected to those by a name (``_Closure``: one names
 the other, a ``DataLoader`` is spelled there, a module-level name is declared there), the
 other definitions' headers, and the project facts. An edit in a definition none of them is
 connected to (most of a long file: a transform, a config helper) leaves the key as it was, and
@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _TABLES: Dict[str, Dict[tuple, Tuple[int, Tuple[Diagnostic, ...]]]] = {}
 # path -> ((rule code, a definition's chunk) -> its keep_question's answer)
 _KEEP: Dict[str, Dict[Tuple[str, str], bool]] = {}
-# path -> (a top-level statement's chunk -> what ``_read_by_name`` needs of it)
+# path -> (a top-level statement's chunk -> what ``_Closure`` needs of it)
 _NAMES: Dict[str, Dict[str, "_Names"]] = {}
 
 
@@ -157,8 +157,9 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     if not definitions:
         return None
     is_definition = set(definitions)
-    chunks = {i: chunk(i) for i in definitions}
-    base = tuple(chunk(i) for i in range(len(groups)) if i not in is_definition)
+    texts = [chunk(i) for i in range(len(groups))]
+    chunks = {i: texts[i] for i in definitions}
+    base = tuple(texts[i] for i in range(len(groups)) if i not in is_definition)
     headers = tuple(_header(text, starts, groups[i][0]) for i in definitions)
     # a digest, not the texts: a buffer's kept answers come from many lints, each with its copy
     common = _digest(fingerprint, path, *base, "\0headers", *headers)
@@ -230,25 +231,27 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     to_store_file: List[Tuple[tuple, str, FrozenSet[int]]] = []
     if by_name:
         infos = recent(_NAMES, path)
-        texts = {i: chunks[i] if i in is_definition else chunk(i) for i in range(len(groups))}
         names = [_names(groups[i], texts[i], infos, i in is_definition) for i in range(len(groups))]
-        present = set(texts.values())
+        present = set(texts)
         for stale in [t for t in infos if t not in present]:
             del infos[stale]
         aliases = frozenset(name for name, qualified in index.bindings().items()
                             if any(canonical_name(q) == DATALOADER for q in qualified))
+        closure = _Closure(definitions, others, groups, texts, names, aliases)
         layout = "".join("d" if i in is_definition else "m" for i in range(len(groups)))
-        closures: Dict[FrozenSet[int], FrozenSet[int]] = {}
+        keys: Dict[FrozenSet[int], Tuple[FrozenSet[int], bytes]] = {}  # seeds -> (what is read, its digest)
         spared: Set[Type["Rule"]] = set()
         for rule in by_name:
             seeds = frozenset(i for i in definitions if rule in plan_walks[i])
             if not seeds and not any(rule in plan_walks[i] for i in others):
                 continue  # it walks nothing: it finds nothing
-            relevant = closures.get(seeds)
-            if relevant is None:
-                relevant = closures[seeds] = _read_by_name(seeds, definitions, others, groups, texts, names, aliases)
-            key = (rule.code, "\0file", _digest(common.hex(), layout, digest, *(
-                chunks[i] if i in relevant else "\0" for i in definitions)))
+            found = keys.get(seeds)
+            if found is None:
+                relevant = closure.read_from(seeds)
+                found = keys[seeds] = (relevant, _digest(common.hex(), layout, digest, *(
+                    chunks[i] if i in relevant else "\0" for i in definitions)))
+            relevant, texts_digest = found
+            key = (rule.code, "\0file", texts_digest)
             entry = table.get(key)
             if entry is None:
                 to_store_file.append((key, rule.code, relevant.union(others)))
@@ -264,7 +267,7 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
 
 
 class _Names(NamedTuple):
-    """What ``_read_by_name`` needs of one top-level statement (the same for the same text)."""
+    """What ``_Closure`` needs of one top-level statement (the same for the same text)."""
 
     #: the names it spells: of a definition in ASCII, every identifier-like word of its text
     #: (attributes, strings and comments too: more than its ``Name`` nodes, never fewer); else
@@ -312,44 +315,52 @@ def _names(group: Sequence[ast.stmt], text: str, table: Dict[str, _Names], defin
     return found
 
 
-def _read_by_name(seeds: FrozenSet[int], definitions: List[int], others: List[int], groups, texts: Dict[int, str],
-                  names: List[_Names], aliases: FrozenSet[str]) -> FrozenSet[int]:
-    """The definitions a ``reads_by_name`` rule that walks ``seeds`` may read (``rules/base.py``),
-    seeds included, over-approximated: a definition whose text spells ``DataLoader`` (or names
-    an alias of it) or that may bind a module-level name besides its own, then, to a fixed
-    point, one whose name a statement already in (or a module statement) spells as a ``Name``,
-    one that spells the name of a definition already in (a caller), and one that spells a name
-    a module statement binds where a ``DataLoader`` is spelled (a smoke test's loader)."""
-    def spells_loader(i: int) -> bool:
-        return "DataLoader" in texts[i] or not names[i].names.isdisjoint(aliases)
+class _Closure:
+    """The definitions a ``reads_by_name`` rule that walks some definitions may read
+    (``rules/base.py``), over-approximated: those it walks; every definition whose text spells
+    ``DataLoader`` (or names an alias of it) or that may bind a module-level name besides its
+    own; then, to a fixed point, one whose name a statement already in (or a module statement)
+    spells, one that spells the name of a definition already in (a caller), and one that spells
+    a name a module statement binds where a ``DataLoader`` is spelled (a smoke test's loader).
+    What does not depend on the definitions walked is found once per lint."""
 
-    read: Set[str] = set()  # the names spelled in the statements in
-    loader_names: Set[str] = set()
-    for i in others:
-        read |= names[i].names
-        if spells_loader(i):
-            loader_names |= names[i].stores
-    relevant = set(seeds)
-    relevant.update(i for i in definitions if names[i].binds_outside or spells_loader(i))
-    defined = {groups[i][0].name for i in relevant}
-    for i in relevant:
-        read |= names[i].names
-    rest = [i for i in definitions if i not in relevant]
-    grown = True
-    while grown:
-        grown = False
-        still = []
-        for i in rest:
-            spelled = names[i].names
-            if groups[i][0].name in read or not spelled.isdisjoint(defined) or not spelled.isdisjoint(loader_names):
-                relevant.add(i)
-                read |= spelled
-                defined.add(groups[i][0].name)
-                grown = True
-            else:
-                still.append(i)
-        rest = still
-    return frozenset(relevant)
+    def __init__(self, definitions: List[int], others: List[int], groups, texts: List[str], names: List[_Names],
+                 aliases: FrozenSet[str]) -> None:
+        def spells_loader(i: int) -> bool:
+            return "DataLoader" in texts[i] or not names[i].names.isdisjoint(aliases)
+
+        self.read: Set[str] = set()  # the names the module's statements spell
+        self.loader_names: Set[str] = set()
+        for i in others:
+            self.read |= names[i].names
+            if spells_loader(i):
+                self.loader_names |= names[i].stores
+        self.always = frozenset(i for i in definitions if names[i].binds_outside or spells_loader(i))
+        self.definitions, self.groups, self.names = definitions, groups, names
+
+    def read_from(self, seeds: FrozenSet[int]) -> FrozenSet[int]:
+        names, groups = self.names, self.groups
+        relevant = set(seeds) | self.always
+        defined = {groups[i][0].name for i in relevant}
+        read = set(self.read)
+        for i in relevant:
+            read |= names[i].names
+        rest = [i for i in self.definitions if i not in relevant]
+        grown = True
+        while grown:
+            grown = False
+            still = []
+            for i in rest:
+                spelled = names[i].names
+                if groups[i][0].name in read or not spelled.isdisjoint(defined) or not spelled.isdisjoint(self.loader_names):
+                    relevant.add(i)
+                    read |= spelled
+                    defined.add(groups[i][0].name)
+                    grown = True
+                else:
+                    still.append(i)
+            rest = still
+        return frozenset(relevant)
 
 
 def _digest(*texts: str) -> bytes:

@@ -17,7 +17,7 @@ import copy
 import re
 import warnings
 from collections import OrderedDict
-from typing import Any, Iterator, List, Optional, Set, Tuple, Union, cast
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union, cast
 
 from torchlint import _cst as cst
 
@@ -176,17 +176,18 @@ class IncrementalParser:
     def __init__(self, max_chars: int = CACHE_CHARS, split_definitions: bool = True) -> None:
         self.max_chars = max_chars
         self.split_definitions = split_definitions
-        self._chunks: "OrderedDict[str, cst.Module]" = OrderedDict()
+        self._chunks: "OrderedDict[Union[str, Tuple[str, int]], cst.Module]" = OrderedDict()
         self._chars = 0
         #: first line of each top-level statement of the last text split in chunks, else None
         self.first_lines: Optional[List[int]] = None
         # (text, tree, its chunks, first lines, groups) of the last split, for ``parse`` after
         # ``unparsed_chunks``
         self._split: Optional[tuple] = None
-        # ids of the cached trees one ``parse`` has placed so far: a text met twice in one file
+        # text -> how many times one ``parse`` has placed it so far: a text met twice in one file
         # (two identical statements of a body, `torch.cuda.synchronize()` before and after a
-        # timed call) gets a tree of its own the second time, for node identity is position
-        self._placed: Set[int] = set()
+        # timed call, `import torch` twice) is cached as (text, 1) the second time, a tree of its
+        # own: node identity is position, so no tree may stand at two places
+        self._seen: Dict[str, int] = {}
 
     def unparsed_chunks(self, text: str, tree: ast.Module) -> Optional[List[str]]:
         """The chunks of ``text`` that ``parse`` would hand libcst (those not parsed before);
@@ -217,12 +218,12 @@ class IncrementalParser:
         self._split = None  # the texts are not kept alive
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
-        self._placed.clear()
+        self._seen.clear()
         try:
             modules = [self._chunk(chunk, groups[i]) for i, chunk in enumerate(chunks)] if groups else [
                 self._chunk(chunk) for chunk in chunks]
         finally:
-            self._placed.clear()
+            self._seen.clear()
         joined = _join(modules)
         if joined is None:
             return cst.parse_module(text)
@@ -230,46 +231,46 @@ class IncrementalParser:
         return joined
 
     def _chunk(self, chunk: str, group: Optional[Tuple[int, List[ast.stmt]]] = None) -> cst.Module:
-        module = self._cached(chunk)
+        key = self._key(chunk)
+        module = self._cached(key)
         if module is not None:
-            return self._place(chunk, module)
+            return module
         if group is not None and len(group[1]) == 1:
             kind = type(group[1][0])
             if len(chunk) >= (MIN_CLASS_SPLIT_CHARS if kind is ast.ClassDef else MIN_FUNCTION_SPLIT_CHARS) and kind in _BY_PARTS:
                 module = self._definition_chunk(chunk, group[0], cast(_Definition, group[1][0]))
         if module is None:
             module = cst.parse_module(chunk)
-        self._store(chunk, module)
-        return self._place(chunk, module)
+        self._store(key, module)
+        return module
 
     def _parsed(self, text: str) -> cst.Module:
         """libcst's tree of ``text``, from the cache when it was parsed before."""
-        module = self._cached(text)
+        key = self._key(text)
+        module = self._cached(key)
         if module is None:
             module = cst.parse_module(text)
-            self._store(text, module)
-        return self._place(text, module)
-
-    def _place(self, text: str, module: cst.Module) -> cst.Module:
-        """``module`` (the tree of ``text``), or a new tree of ``text`` when this parse placed
-        it already: no node may stand at two places of one file."""
-        if id(module) in self._placed:
-            return cst.parse_module(text)  # not cached: the first one stays
-        self._placed.add(id(module))
+            self._store(key, module)
         return module
 
-    def _cached(self, text: str) -> Optional[cst.Module]:
-        module = self._chunks.get(text)
+    def _key(self, text: str) -> Union[str, Tuple[str, int]]:
+        """The cache key of ``text`` at its next place in this parse (``_seen``)."""
+        count = self._seen.get(text, 0)
+        self._seen[text] = count + 1
+        return text if not count else (text, count)
+
+    def _cached(self, key: Union[str, Tuple[str, int]]) -> Optional[cst.Module]:
+        module = self._chunks.get(key)
         if module is not None:
-            self._chunks.move_to_end(text)
+            self._chunks.move_to_end(key)
         return module
 
-    def _store(self, text: str, module: cst.Module) -> None:
-        self._chunks[text] = module
-        self._chars += len(text)
+    def _store(self, key: Union[str, Tuple[str, int]], module: cst.Module) -> None:
+        self._chunks[key] = module
+        self._chars += len(key if isinstance(key, str) else key[0])
         while self._chars > self.max_chars and len(self._chunks) > 1:
             old, _ = self._chunks.popitem(last=False)
-            self._chars -= len(old)
+            self._chars -= len(old if isinstance(old, str) else old[0])
 
     def _definition_chunk(self, chunk: str, first_line: int, node: "_Definition") -> Optional[cst.Module]:
         """The chunk holding one class or function, from libcst's trees of its parts: the text
