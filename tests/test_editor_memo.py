@@ -494,14 +494,11 @@ if __name__ == "__main__":
     others = [i for i in range(len(groups)) if i not in definitions]
     texts = {i: std_ast.get_source_segment(text, s) for i, s in enumerate(tree.body)}
     by_name = {s.name: i for i, s in enumerate(tree.body) if isinstance(s, std_ast.FunctionDef)}
-    # a definition's words (ASCII text), or its Name nodes (what non-ASCII text falls back to)
-    for words in (True, False):
-        table = {}
-        names = [editor_memo._names(groups[i], texts[i], table, words and i in definitions) for i in range(len(groups))]
-        relevant = editor_memo._Closure(definitions, others, groups, texts, names, frozenset({"DL"})).read_from(
-            frozenset({by_name["seed"]}))
-        assert {tree.body[i].name for i in relevant} == {
-            "seed", "callee", "caller", "helper_a", "aliased", "declares", "uses_loader"}, words
+    names = [editor_memo._names(groups[i], texts[i], {}) for i in range(len(groups))]
+    relevant = editor_memo._Closure(definitions, others, groups, texts, names, frozenset({"DL"})).read_from(
+        frozenset({by_name["seed"]}))
+    assert {tree.body[i].name for i in relevant} == {
+        "seed", "callee", "caller", "helper_a", "aliased", "declares", "uses_loader"}
 
 
 def test_an_end_at_the_next_lines_start_moves_with_its_statement():
