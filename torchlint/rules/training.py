@@ -238,6 +238,9 @@ class MissingZeroGrad(Rule):
     hint = "Each step adds its gradients to the previous ones; reset them once per step, before `backward()`."
     requires = ((_BACKWARD_TOKEN,), (_STEP_TOKEN,))
     ast_candidate = staticmethod(lambda index: index.backward_calls() and bool(index.method_calls("step")))
+    # a loop is looked at for its own backward: where one is (what it reads elsewhere, the
+    # helpers it calls and a module-level loop's whole module, it reads through ctx)
+    walk_candidate = staticmethod(lambda index: index.backward_calls())
     tags = ("correctness",)
 
     def visit_For(self, node: cst.For) -> None:
