@@ -517,3 +517,22 @@ def test_an_end_at_the_next_lines_start_moves_with_its_statement():
     moved = editor_memo._remapped(inserting, (1, 6), [(1, 5), (9, 12)])
     assert (moved.fix.edits[0].location, moved.fix.edits[0].end_location) == (Location(9, 1), Location(9, 1))
     assert moved.location == Location(10, 5)
+
+
+def test_the_name_closure_is_linear_in_the_links():
+    """A chain of 10,000 functions, each calling the one before it, the rule walking the last:
+    a pass over the definitions per link found took ~10 s; the walk over the links is linear."""
+    import ast as std_ast
+    import time
+
+    n = 10_000
+    text = "def f0():\n    return 1\n" + "".join(f"def f{k}():\n    return f{k - 1}()\n" for k in range(1, n + 1))
+    tree = std_ast.parse(text)
+    groups = [[s] for s in tree.body]
+    definitions = list(range(len(groups)))
+    texts = [f"f{k}" for k in range(len(groups))]  # only read for `DataLoader`
+    names = [editor_memo._names(groups[i], str(i), {}) for i in definitions]
+    start = time.process_time()
+    relevant = editor_memo._Closure(definitions, [], groups, texts, names, frozenset()).read_from(frozenset({n}))
+    assert len(relevant) == n + 1
+    assert time.process_time() - start < 2  # ~0.04 s
