@@ -204,7 +204,7 @@ class AstIndex:
         i = find(word)
         while i >= 0:
             end = i + size
-            if ((i == 0 or not _is_word(text[i - 1])) and (end >= len(text) or not _is_word(text[end]))
+            if ((i == 0 or not is_word(text[i - 1])) and (end >= len(text) or not is_word(text[end]))
                     and (not call or _CALL_AFTER.match(text, end)) and (not attribute or _dot_before(text, i))):
                 line = bisect.bisect_right(starts, i)
                 if not lines or lines[-1] != line:
@@ -445,24 +445,8 @@ class AstIndex:
     def qualified_calls(self, names: Collection[str], decorators: bool = False) -> List[Tuple[ast.AST, Path]]:
         """Calls whose callee may resolve to one of the qualified ``names`` (and, with
         ``decorators``, such names used as a decorator without a call)."""
-        names = frozenset(names)
-        if not names:
-            return []
-        wanted = names.__contains__
-        bindings = self.bindings()
-        words = {n.rsplit(".", 1)[-1] for n in names}
-        words.update(local for local, qs in bindings.items() if any(wanted(canonical_name(q)) for q in qs))
-        starred = {w for m in self._star for w in STAR_EXPORTS.get(m, ())}
-        call = not decorators
-        # a word no binding names can only be an attribute (`torch.load`), never a bare callee
-        bare = [w for w in words if w in bindings or w in starred]
-        lines = sorted({*self.attribute_lines(words.difference(bare), call=call),
-                        *(line for w in bare for line in self.word_lines(w, call=call))})
         found = []
-        for node, parents, _ in self.occurrences(words, lines=lines):
-            kind = type(node)
-            if kind is not ast.Name and kind is not ast.Attribute:
-                continue
+        for node, parents, wanted in self._spellings_of(names, call=not decorators):
             parent = parents[-1]
             if type(parent) is ast.Call and parent.func is node:
                 if self.resolves(node, wanted):
@@ -477,21 +461,28 @@ class AstIndex:
         (``norm_layer=nn.BatchNorm2d``), an alias's value? Not the class of a type test
         (``isinstance(m, nn.BatchNorm2d)``: nothing is built or passed there). An
         over-approximation, as ``resolves``."""
+        return any(not _isinstance_argument(node, parents) and self.resolves(node, wanted)
+                   for node, parents, wanted in self._spellings_of(names, call=False))
+
+    def _spellings_of(self, names: Collection[str], call: bool) -> Iterator[Tuple[ast.AST, Path, Callable[[str], bool]]]:
+        """(node, ancestors, the test of ``names``) for each ``Name``/``Attribute`` spelling the
+        last part of one of the qualified ``names`` or a local name bound to one, on the lines
+        where it may stand (with ``call``, called): what ``resolves`` is then asked about."""
         names = frozenset(names)
         if not names:
-            return False
+            return
         wanted = names.__contains__
         bindings = self.bindings()
         words = {n.rsplit(".", 1)[-1] for n in names}
         words.update(local for local, qs in bindings.items() if any(wanted(canonical_name(q)) for q in qs))
         starred = {w for m in self._star for w in STAR_EXPORTS.get(m, ())}
-        bare = [w for w in words if w in bindings or w in starred]  # the others: attributes only
-        lines = sorted({*self.attribute_lines(words.difference(bare)), *(line for w in bare for line in self.word_lines(w))})
+        # a word no binding names can only be an attribute (`torch.load`), never a bare name
+        bare = [w for w in words if w in bindings or w in starred]
+        lines = sorted({*self.attribute_lines(words.difference(bare), call=call),
+                        *(line for w in bare for line in self.word_lines(w, call=call))})
         for node, parents, _ in self.occurrences(words, lines=lines):
-            if ((type(node) is ast.Name or type(node) is ast.Attribute) and not _isinstance_argument(node, parents)
-                    and self.resolves(node, wanted)):
-                return True
-        return False
+            if type(node) is ast.Name or type(node) is ast.Attribute:
+                yield node, parents, wanted
 
     def matches(self, pattern: "re.Pattern[str]") -> bool:
         """Does ``pattern`` match on a line of this index's statements (their comments too)?"""
@@ -604,7 +595,8 @@ def line_starts(text: str) -> List[int]:
     return list(accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
 
 
-def _is_word(char: str) -> bool:
+def is_word(char: str) -> bool:
+    """What ``\\w`` matches: a letter, a digit or ``_`` (Unicode ones too)."""
     return char.isalnum() or char == "_"
 
 

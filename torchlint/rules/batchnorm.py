@@ -9,6 +9,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tupl
 
 from torchlint import _cst as cst
 
+from torchlint.astindex import is_word
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
 from torchlint.diagnostics import UNSAFE
 from torchlint.imports import dotted_name
@@ -64,7 +65,7 @@ def _word_matches(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
         if match is None:
             return
         start = match.start()
-        if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        if start and is_word(text[start - 1]):
             pos = start + 1
             continue
         yield match
