@@ -578,3 +578,104 @@ def test_each_rule_alone_lints_its_fixture_the_same_from_a_partial_parse(monkeyp
     for variant in variants:
         whole = _whole(monkeypatch, variant, str(path), settings)
         assert _as_json(engine.lint_source(variant, str(path), settings)) == _as_json(whole)
+
+
+DROP_SOURCE = '''\
+import torch.nn as nn
+
+
+def unused(x):
+    x += 1
+    return x
+
+
+# leads Net
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))
+
+    def forward(self, x):
+        return self.layer(scaled(x))
+
+
+def make(x=Net):
+    x = x(2)
+    return x
+
+def base():
+    y = 2
+    return y
+
+
+@register(base)
+def scaled(x):
+    x *= 2
+    return x
+
+
+def closes_with_a_comment():
+    z = 3
+    return z
+    # indented: libcst gives it to this body
+
+
+def after_the_comment():
+    w = 4
+    return w
+'''
+
+
+def test_definitions_no_kept_line_names_are_left_out_altogether(monkeypatch):
+    """``unused`` and ``make`` are named by no line libcst reads (``make`` names ``Net``, not the
+    other way round): dropped, with the blank and comment lines before them. ``scaled`` is
+    named in ``Net``: its stub stays, and so does ``base``, named in its decorator. A body
+    followed by an indented comment keeps its next definition, and itself, in place. The
+    finding right before a dropped definition is placed from the plan's lines alone (no
+    nested statement, no whole parse), as the whole parse places it."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    plan = _plan(DROP_SOURCE, ["TL301"])
+    names = ["import", "unused", "Net", "make", "base", "scaled", "closes_with_a_comment", "after_the_comment"]
+    assert [name for name, p in zip(names, plan.pieces) if p.dropped] == ["unused", "make"]
+    assert [name for name, p in zip(names, plan.pieces) if p.stub_header and not p.dropped] == [
+        "base", "scaled", "closes_with_a_comment", "after_the_comment"]
+    assert plan.first_lines == (1, 10, 23, 28, 34, 40)
+    cut = partial_text(DROP_SOURCE, plan)
+    lines = DROP_SOURCE.splitlines(keepends=True)
+    assert cut == "".join(
+        lines[0:1] + lines[6:16] + lines[21:23] + ["    ...\n"] + lines[25:29] + ["    ...\n"]
+        + lines[31:34] + ["    ...\n"] + lines[36:40] + ["    ...\n"])
+    module, first_lines = engine._parse_cut(cut, plan)
+    assert module is not None and len(module.body) == 6
+    assert list(engine._ends(module, plan).values()) == [1 + 1, 16 + 1]  # the import, Net
+
+    settings = Settings()
+    whole = _whole(monkeypatch, DROP_SOURCE, "m.py", settings)
+    assert [(d.code, d.location.row) for d in whole] == [("TL301", 13)]
+    parses = []
+    real_parse = engine.parse_with_lines
+    monkeypatch.setattr(engine, "parse_with_lines", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    assert _as_json(engine.lint_source(DROP_SOURCE, "m.py", settings)) == _as_json(whole)
+    from torchlint.positions import Positions
+
+    monkeypatch.setattr(Positions, "_nested_span", lambda self, node, path: None)
+    assert _as_json(engine.lint_source(DROP_SOURCE, "m.py", settings)) == _as_json(whole)
+    assert parses == []
+    # Without the lines after Net's own last one (``ends``), Net cannot be placed: a whole parse
+    monkeypatch.setattr(engine, "_ends", lambda module, plan: {})
+    assert _as_json(engine.lint_source(DROP_SOURCE, "m.py", settings)) == _as_json(whole)
+    assert parses == [1]
+
+
+def test_a_stub_named_only_by_dropped_or_left_out_lines_is_dropped_too(monkeypatch):
+    """Lines libcst does not read name nothing: a left-out body, a dropped definition's header."""
+    monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
+    monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
+    text = DROP_SOURCE.replace("return self.layer(scaled(x))", "return self.layer(x)").replace(
+        "def unused(x):\n    return x + 1", "def unused(x=scaled):\n    return make(x)")
+    plan = _plan(text, ["TL301"])
+    names = ["import", "unused", "Net", "make", "base", "scaled", "closes_with_a_comment", "after_the_comment"]
+    assert [name for name, p in zip(names, plan.pieces) if p.dropped] == ["unused", "make", "base", "scaled"]
+    settings = Settings()
+    assert _as_json(engine.lint_source(text, "m.py", settings)) == _as_json(_whole(monkeypatch, text, "m.py", settings))

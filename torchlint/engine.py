@@ -240,7 +240,8 @@ def lint_source(
                     walks = reuse.walks
             try:
                 found = check_module(module, text, path, settings, candidates, project, tree, first_lines,
-                                     stubs=_stubs(module, plan) if cut is not None else None, walks=walks)
+                                     stubs=_stubs(module, plan) if cut is not None else None, walks=walks,
+                                     ends=_ends(module, plan) if cut is not None else None)
                 if reuse is not None:
                     found = reuse.merge(found)
             except PartialMismatch:  # a position in a left-out body, or one not placed exactly:
@@ -287,7 +288,7 @@ def _parse_cut(cut: str, plan: Plan) -> Tuple[Optional[cst.Module], Optional[Lis
         module = cst.parse_module(cut)
     except (cst.ParserSyntaxError, RecursionError, ValueError):
         return None, None
-    if len(module.body) != len(plan.pieces):
+    if len(module.body) != len(plan.kept()):
         return None, None
     return module, list(plan.first_lines)
 
@@ -314,7 +315,13 @@ def _walk_plan(module: cst.Module, tree: ast.Module, rules: Sequence[Type[Rule]]
 
 def _stubs(module: cst.Module, plan: Optional[Plan]) -> frozenset:
     """ids of the partial module's statements that stand for a left-out body."""
-    return frozenset(id(stmt) for stmt, piece in zip(module.body, plan.pieces) if piece.stub_header or piece.replacement) if plan else frozenset()
+    return frozenset(id(stmt) for stmt, (piece, _) in zip(module.body, plan.kept()) if piece.stub_header or piece.replacement) if plan else frozenset()
+
+
+def _ends(module: cst.Module, plan: Optional[Plan]) -> Dict[int, int]:
+    """id of each statement of a partial module followed by a dropped definition -> the line
+    after its own last one (where the real text goes on: ``Positions``)."""
+    return {id(stmt): piece.end + 1 for stmt, (piece, before_dropped) in zip(module.body, plan.kept()) if before_dropped} if plan else {}
 
 
 def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter: bool = True,
@@ -401,11 +408,13 @@ def first_pass(text: str, path: str, settings):
 def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequence[Type[Rule]],
                  project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None,
                  first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None,
-                 walks: Optional[Sequence[Sequence[Type[Rule]]]] = None) -> List[Diagnostic]:
+                 walks: Optional[Sequence[Sequence[Type[Rule]]]] = None,
+                 ends: Optional[Dict[int, int]] = None) -> List[Diagnostic]:
     """The findings of ``rules`` on ``module``. ``stubs``: ``module`` is a partial parse
     (``partial.py``) whose statements with these ids stand for left-out bodies; a position
     needed there raises ``PartialMismatch``. ``walks``: which rules walk each statement of
-    ``module.body`` (``partial.walk_plan``); None: all of them."""
+    ``module.body`` (``partial.walk_plan``); None: all of them. ``ends``: a partial module's
+    statements followed by a dropped definition -> the line where the text goes on after them."""
     ctx = FileContext(path, text, module, settings, project)
     tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
     paths: Dict[int, List[cst.CSTNode]] = {}  # id(pending finding) -> the walk's ancestors then
@@ -424,7 +433,7 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
         walk(module, ctx, [rule(ctx) for rule in rules], walks)
         if not ctx.pending:
             return []
-        positions = Positions(module, text, tree if stubs is None else None, first_lines, stubs)
+        positions = Positions(module, text, tree if stubs is None else None, first_lines, stubs, ends)
         return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p)), paths.get(id(p))) for p in ctx.pending]
     finally:
         ctx.release()

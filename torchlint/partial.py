@@ -7,8 +7,10 @@ it) tells which top-level definitions matter: those for which some kept rule's
 ``ast_candidate``, asked of that definition and the module's other statements
 (``AstIndex.restricted``), is true. The others are replaced by a stub of their header (the
 decorators, the ``def``/``class`` line with its bases or signature, then ``...``), so every name
-stays bound as before and a class still has its bases; every statement that is not a definition
-(imports, assignments, ``if __name__ == "__main__":``) is always kept.
+stays bound as before and a class still has its bases; a stub whose name no line libcst reads
+spells is left out altogether (``_unnamed_stubs``: a model file's hundred registered factory
+functions). Every statement that is not a definition (imports, assignments, ``if __name__ ==
+"__main__":``) is always kept.
 
 The text libcst parses is then the file with those bodies cut out; ``Positions`` places each
 kept statement at its offset in the real text (``first_lines`` of the kept statements), and a
@@ -22,6 +24,7 @@ questions.
 from __future__ import annotations
 
 import ast
+import bisect
 from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Type, cast
 
 from torchlint.astindex import statement_first_line, statement_groups
@@ -59,16 +62,28 @@ class Piece(NamedTuple):
     holes: Tuple[Tuple[int, int], ...] = ()
     #: the line libcst reads instead of the whole statement (``name = ...``), or ""
     replacement: str = ""
+    #: a definition left out altogether, stub and all: no line libcst reads names it
+    #: (``_unnamed_stubs``)
+    dropped: bool = False
 
 
 class Plan(NamedTuple):
     pieces: Tuple[Piece, ...]
-    #: first line of each CPython top-level statement kept (stubs included), for ``Positions``
+    #: first line of each CPython top-level statement kept (stubs included, the definitions
+    #: dropped left out), for ``Positions``
     first_lines: Tuple[int, ...]
     size: int  # len(text) the plan was made for
     #: the codes of the rules that may fire on the file (those whose question said yes): the
     #: only ones run on the partial module
     codes: frozenset = frozenset()
+
+    def kept(self) -> List[Tuple[Piece, bool]]:
+        """The pieces libcst reads, in the order of the partial module's statements, each with
+        whether the piece after it is dropped (its code then ends where its own last line
+        does: ``Positions`` is told so)."""
+        pieces = self.pieces
+        return [(piece, i + 1 < len(pieces) and pieces[i + 1].dropped)
+                for i, piece in enumerate(pieces) if not piece.dropped]
 
 
 def _end(stmt: ast.stmt) -> int:
@@ -138,8 +153,68 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
         return None
     pieces = tuple(Piece(first, (firsts[i + 1] - 1) if i + 1 < len(groups) else total, stubs.get(i, 0),
                          _end(groups[i][-1]), holes.get(i, ()), replaced.get(i, "")) for i, first in enumerate(firsts))
-    first_lines = tuple(statement_first_line(stmt) for group in groups for stmt in group)
+    dropped = _unnamed_stubs(groups, pieces, index)
+    pieces = tuple(piece._replace(dropped=True) if i in dropped else piece for i, piece in enumerate(pieces))
+    first_lines = tuple(statement_first_line(stmt) for i, group in enumerate(groups) if i not in dropped for stmt in group)
     return Plan(pieces, first_lines, len(text), frozenset(rule.code for rule, _ in questions))
+
+
+def _unnamed_stubs(groups: List[List[ast.stmt]], pieces: Sequence[Piece], index) -> Set[int]:
+    """The stubs (by piece) that can be left out altogether: definitions whose name no line
+    libcst reads spells, not even in a comment or a string (timm's hundred ``@register_model
+    def efficientnet_b0(...)`` next to the one class a rule looks at). A stub only binds its
+    name for the statements kept, and the rules' findings there read another definition by
+    name alone (``statement_local``); a name the kept code never spells resolves nowhere.
+    A stub named in another stub's header (a decorator, a default, a base) is kept when that
+    one is, so the links are followed from the lines kept for sure. Left in place: the first
+    piece, and a stub whose own trailing lines or those of the piece before it are not blank
+    lines or comments at column 0 (libcst hands an indented comment after a body to that
+    body: cut out, it would move the piece before it, or the one after, to other lines)."""
+    text, starts = index.text, index._lines()
+
+    def plain(piece: Piece) -> bool:  # the lines after the piece's code, up to the next piece
+        for row in range(piece.end + 1, piece.last + 1):
+            if row > len(starts):
+                break
+            line = text[starts[row - 1]:starts[row] if row < len(starts) else len(text)]
+            if line not in ("", "\n") and not line.startswith("#"):
+                return False
+        return True
+
+    candidates = {i for i in range(1, len(pieces))
+                  if pieces[i].stub_header and plain(pieces[i]) and plain(pieces[i - 1])}
+    if not candidates:
+        return set()
+    firsts = [piece.first for piece in pieces]
+    needed: List[int] = []  # stubs named on a line kept whatever is dropped
+    named_in: Dict[int, Set[int]] = {}  # stub -> the stubs whose header lines name it
+    for i in candidates:
+        stmt = groups[i][0]
+        name = cast(ast.FunctionDef, stmt).name
+        for row in index.word_lines(name):
+            j = bisect.bisect_right(firsts, row) - 1
+            if j == i:
+                continue
+            piece = pieces[j] if j >= 0 else None
+            if piece is None or row > piece.end:  # before the first piece, or between pieces
+                needed.append(i)
+                break
+            if piece.replacement or (piece.stub_header and row > piece.stub_header):
+                continue  # a line libcst does not read
+            if any(header < row <= end for header, end in piece.holes):
+                continue
+            if j in candidates:
+                named_in.setdefault(j, set()).add(i)  # read if stub j stays
+            else:
+                needed.append(i)
+                break
+    kept: Set[int] = set()
+    while needed:  # a stub kept keeps those its header names
+        i = needed.pop()
+        if i not in kept:
+            kept.add(i)
+            needed.extend(named_in.get(i, ()))
+    return candidates - kept
 
 
 def _unread_assignment(stmt: ast.stmt, index) -> bool:
@@ -191,7 +266,9 @@ def _begins_its_line(index, stmt: ast.stmt) -> bool:
 
 def partial_text(text: str, plan: Plan) -> Optional[str]:
     """The text libcst parses for ``plan``: each left-out body replaced by ``...`` at the body's
-    indentation, every other line as in ``text``. None when the plan does not fit the text."""
+    indentation, each dropped definition left out with the lines before it (blank lines and
+    comments: ``_unnamed_stubs``), every other line as in ``text``. None when the plan does not
+    fit the text."""
     if len(text) != plan.size:
         return None
     lines = text.splitlines(keepends=True)
@@ -201,10 +278,16 @@ def partial_text(text: str, plan: Plan) -> Optional[str]:
         out = lines[: plan.pieces[0].first - 1]
     else:
         out = []
-    for piece in plan.pieces:
+    pieces = plan.pieces
+    for i, piece in enumerate(pieces):
+        # the lines after the piece's code lead the next piece: left out with a dropped one
+        last = piece.end if i + 1 < len(pieces) and pieces[i + 1].dropped else piece.last
+        if piece.dropped:
+            out.extend(lines[piece.end: last])
+            continue
         if piece.replacement:  # an assignment no other line reads
             out.append(piece.replacement)
-            out.extend(lines[piece.end: piece.last])
+            out.extend(lines[piece.end: last])
             continue
         if not piece.stub_header:
             at = piece.first
@@ -215,14 +298,14 @@ def partial_text(text: str, plan: Plan) -> Optional[str]:
                     return None
                 out.append(stub)
                 at = end + 1
-            out.extend(lines[at - 1: piece.last])
+            out.extend(lines[at - 1: last])
             continue
         out.extend(lines[piece.first - 1: piece.stub_header])
         stub = _stub_line(lines, piece.stub_header)
         if stub is None:
             return None
         out.append(stub)
-        out.extend(lines[piece.end: piece.last])  # comment and blank lines that may lead the next
+        out.extend(lines[piece.end: last])  # comment and blank lines that may lead the next
     return "".join(out)
 
 

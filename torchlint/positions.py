@@ -147,13 +147,17 @@ class Positions:
     ``top`` is the top-level statement holding ``node`` when the caller knows it."""
 
     def __init__(self, module: cst.Module, text: str, tree: Optional[ast.Module] = None,
-                 first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None) -> None:
+                 first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None,
+                 ends: Optional[Dict[int, int]] = None) -> None:
         from torchlint.locator import Locator
 
         self.module = module
         #: ids of the statements standing for left-out bodies when ``module`` is a partial parse
         #: (``partial.py``): its code is not ``text``, so only its other statements are placed
         self.stubs = stubs
+        #: ids of a partial module's statements that a definition left out follows -> the line
+        #: after their own last one, where the next code of the text begins
+        self.ends = ends or {}
         self.tree = tree
         self.first_lines = first_lines  # of CPython's top-level statements, instead of ``tree``
         self.spans: Dict[cst.CSTNode, Span] = {}
@@ -275,7 +279,7 @@ class Positions:
         start = starts[index] if index is not None and starts is not None else None
         if index is None or starts is None or start is None or (self.stubs and key in self.stubs):
             return None
-        end = starts[index + 1] if index + 1 < len(starts) else self._footer_start()
+        end = self._following(top, index, starts)
         if end is None or end <= start:
             return None
         row = self.locator.location(start).row
@@ -302,7 +306,7 @@ class Positions:
         starts = self._statement_starts()
         if index is None or starts is None or starts[index] is None:
             return False
-        following = starts[index + 1] if index + 1 < len(starts) else self._footer_start()
+        following = self._following(stmt, index, starts)
         try:
             spans, end = _statement_spans(self.module, stmt, starts[index], self.text if self.stubs is not None else None)
         except RecursionError:
@@ -312,6 +316,16 @@ class Positions:
         self.spans.update(spans)
         self._done.add(id(stmt))
         return True
+
+    def _following(self, stmt: cst.CSTNode, index: int, starts: List[Optional[int]]) -> Optional[int]:
+        """Where the text after top-level statement ``stmt`` (at ``index``) goes on: the next
+        statement's code, the module's footer, or the line after ``stmt`` when the next
+        statement of the text is a definition left out of a partial module (``ends``)."""
+        row = self.ends.get(id(stmt))
+        if row is not None:
+            line_starts = self.locator.line_starts
+            return line_starts[row - 1] if row <= len(line_starts) else len(self.text)
+        return starts[index + 1] if index + 1 < len(starts) else self._footer_start()
 
     def _footer_start(self) -> int:
         """Where the module's trailing comment and blank lines begin (the text's end if none)."""
