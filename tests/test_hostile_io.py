@@ -522,20 +522,24 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path, jobs):
     ("return 1", 1, ""),
 ])
 def test_the_command_exits_with_mains_code(body, code, err):
-    """``torchlint.cli.run`` (the console script and ``python -m torchlint``) exits with 130
-    after Ctrl-C even if another SIGINT arrives once it is handled."""
+    """``torchlint.cli.run`` (the console script and ``python -m torchlint``) exits with
+    ``main``'s code through ``os._exit``, and with 130 after Ctrl-C even if another SIGINT
+    arrives once it is handled."""
     script = ("import os, signal, sys\nimport torchlint.cli as cli\n"
-              f"def main():\n    {body}\n"
+              f"def main():\n    print('report')\n    {body}\n"
               "cli.main = main\n"
               "real_exit = os._exit\n"
               "def exit_once_ignored(code):\n"
-              "    os.kill(os.getpid(), signal.SIGINT)  # ignored by now\n"
+              "    if code == 130:\n"
+              "        os.kill(os.getpid(), signal.SIGINT)  # ignored by now\n"
               "    real_exit(code)\n"
               "os._exit = exit_once_ignored\n"
               "cli.run()\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout buffered
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.strip() == err
+    assert proc.stdout == "report\n"  # flushed before the process ends
 
 
 def test_keyboard_interrupt_replaced_by_an_exception_is_reraised():

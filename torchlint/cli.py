@@ -21,24 +21,28 @@ MAINS: Dict[str, Callable[[Sequence[str]], int]] = {
 def run() -> None:
     """The ``torchlint`` command and ``python -m torchlint``: ``main``, then exit with its code.
 
-    After Ctrl-C, once "torchlint: interrupted" is printed, the process ends at once with 130,
-    SIGINT ignored from there on: CPython's own exit path could still turn it into death by
-    SIGINT (exit status -2), as a test saw about once in 50 runs under load. Everything the run
-    started is already undone by then (pool workers killed, temporary files removed)."""
+    The process ends with ``os._exit`` once the standard streams are flushed, without CPython's
+    teardown: freeing every module and object a run has built costs 0.05-0.08 s after a cold
+    run on timm, about what a whole warm run costs (mypy ends the same way, its ``--fast-exit``).
+    Nothing is left to do by then: reports and fixed files are written atomically and closed,
+    the cache is saved, pool workers have exited, and torchlint registers no ``atexit`` handler.
+    After Ctrl-C, once "torchlint: interrupted" is printed, SIGINT is ignored from there on:
+    CPython's own exit path could turn it into death by SIGINT (exit status -2), as a test saw
+    about once in 50 runs under load. Everything the run started is already undone by then
+    (pool workers killed, temporary files removed)."""
     try:
         code = main()
     except KeyboardInterrupt:  # a second Ctrl-C while the first was being handled
         print("torchlint: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
-    if code != EXIT_INTERRUPTED:
-        sys.exit(code)
-    import signal
+    if code == EXIT_INTERRUPTED:
+        import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # a closed pipe (``torchlint | head``): nothing more to say
             pass
     os._exit(code)
 
