@@ -178,11 +178,17 @@ class ConvBiasBeforeBatchNorm(Rule):
     message = "Conv bias is cancelled by the BatchNorm that follows; pass `bias=False`"
     hint = "BatchNorm subtracts the per-channel mean, so the bias only adds parameters and work."
     default_norm_message = "Conv bias is cancelled by the BatchNorm `{param}` defaults to; pass `bias=False` for it"
-    requires = (("Conv",), ("BatchNorm",), (conv_may_have_bias,), (batchnorm_may_be_used,))  # cheap tokens first
+    requires = (("Conv",), ("BatchNorm",))
     # every finding needs a norm its code (or a module-level alias) names: a call, a default
     ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True)
                                  and index.references(MEAN_SUBTRACTING_NORMS) and ast_conv_may_have_bias(index))
     fix_applicability = UNSAFE
+
+    @classmethod
+    def may_fire(cls, text: str) -> bool:
+        # where there is no tree: text scans standing in for the question (on timm and
+        # transformers the question alone costs less than these scans before it)
+        return super().may_fire(text) and conv_may_have_bias(text) and batchnorm_may_be_used(text)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
