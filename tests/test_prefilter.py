@@ -466,3 +466,84 @@ def test_word_start_matches_are_those_of_a_leading_lookbehind():
             assert [(m.span(), m.group(1)) for m in batchnorm._word_matches(after, text)] == expected, text[:80]
             matched += len(expected)
     assert matched > 50
+
+
+def _naive(groups, text):
+    from torchlint.rules.base import _present
+
+    return all(any(_present(token, text) for token in group) for group in groups)
+
+
+def test_token_answers_shared_between_rules_and_scanned_in_order_are_the_same():
+    """``all_present`` scans short substrings first and keeps the last text's answers by token:
+    the same answer as each group's tokens tried in the rule's own order, for every rule's
+    ``requires`` and ``project_requires``, over the fixtures and texts with one token each,
+    asked in turn about the same text and then about another."""
+    from torchlint.rules.base import all_present
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
+    tokens = {t for r in all_rules() for g in r.requires for t in g if isinstance(t, str)}
+    texts += [f"x = {t}\n" for t in sorted(tokens)] + ["", "loader LOADER .backward( .step("]
+    for text in texts:
+        for rule in all_rules():
+            for groups in (rule.requires, rule.project_requires or ()):
+                assert all_present(groups, text) == _naive(groups, text), (rule.code, text[:80])
+    for rule in all_rules():  # a fresh copy of a text: its own answers
+        a, b = "model.to(x) range", "".join(["model.to(x) ", "range"])
+        assert all_present(rule.requires, a) == all_present(rule.requires, b) == _naive(rule.requires, a)
+
+
+class _CountingText(str):
+    """A text that counts the substring searches made in it."""
+
+    searches = 0
+
+    def __contains__(self, token):
+        _CountingText.searches += 1
+        return super().__contains__(token)
+
+
+def test_a_common_short_token_ends_the_scan_and_shared_tokens_are_searched_once():
+    from torchlint.rules import rules_by_code
+    from torchlint.rules.base import all_present
+
+    by_code = rules_by_code()
+    text = _CountingText("import torch\nvalue = 3\n")
+    _CountingText.searches = 0
+    assert all_present(by_code["TL904"].requires, text)  # `lu` (in `value`): one of its 39 names
+    assert _CountingText.searches == 2  # `lu`, then `torch`; was: a search for each name before `lu`
+    loaders = ("TL101", "TL102", "TL103", "TL104")
+    _CountingText.searches = 0
+    assert not any(all_present(by_code[code].requires, text) for code in loaders)
+    assert _CountingText.searches == 1  # `DataLoader`, once for the four rules
+
+
+def test_token_answers_are_never_those_of_another_thread_s_text():
+    """The language server lints from threads: answers kept for one text never serve another
+    (a smoke test with threads taking turns as often as CPython allows; what makes it safe is
+    that the text and its answers are replaced as one tuple and read once per call)."""
+    import threading
+
+    from torchlint.rules import rules_by_code
+    from torchlint.rules.base import all_present
+
+    requires = rules_by_code()["TL101"].requires
+    wrong = []
+
+    def ask(text, expected):
+        for _ in range(3000):
+            if all_present(requires, text) != expected:
+                wrong.append(text)
+
+    threads = [threading.Thread(target=ask, args=(f"from x import DataLoader  # {i}\n" * (i % 2) + f"y = {i}\n", i % 2 == 1))
+               for i in range(6)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between almost any two bytecodes
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []

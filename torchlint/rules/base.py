@@ -7,7 +7,7 @@ prefilter) and its fix safety all sit at the top, and its ``visit_<Node>`` /
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Pattern, Tuple, Union
+from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Optional, Pattern, Tuple, Union
 
 from torchlint import _cst as cst
 # What Python allows between the tokens of `x . to (`, comments read for at most
@@ -127,13 +127,13 @@ class Rule:
         """The prefilter: False only when the rule cannot possibly fire on ``text``. A rule may
         add a costlier scan of the text here (TL202's constructor-then-move) standing in for
         its ast question where there is no tree; ``may_fire_before_ast`` leaves it out."""
-        return all(any(_present(token, text) for token in group) for group in cls.requires)
+        return all_present(cls.requires, text)
 
     @classmethod
     def may_fire_before_ast(cls, text: str) -> bool:
         """The text prefilter where ``ast_candidate`` is asked next (CPython's tree is at
         hand): the ``requires`` tokens alone, a rule's costlier text scan left to the question."""
-        return all(any(_present(token, text) for token in group) for group in cls.requires)
+        return all_present(cls.requires, text)
 
     @classmethod
     def may_fire_in_project(cls, text: str) -> bool:
@@ -142,7 +142,7 @@ class Rule:
             return False
         if cls.project_requires is None:
             return cls.may_fire(text)
-        return all(any(_present(token, text) for token in group) for group in cls.project_requires)
+        return all_present(cls.project_requires, text)
 
 
 def gated(pattern: Pattern[str], *words: str) -> Callable[[str], bool]:
@@ -160,6 +160,52 @@ def mentions_loader(text: str) -> bool:
     """Prefilter token: ``loader`` in any case (``is_loader_expression`` compares lower-cased
     names)."""
     return "loader" in text.lower()
+
+
+_SCAN_ORDER: Dict[int, Tuple[tuple, tuple]] = {}  # id(requires) -> (requires, the groups reordered)
+
+
+def _scan_order(groups: tuple) -> tuple:
+    """Each group of ``groups`` as it is scanned: plain substrings before regexes and
+    predicates, the shortest first (any of them will do: a short word such as ``lu`` or
+    ``range`` is in most files, so the scan ends there instead of first reading the whole text
+    for each rare ``UpsamplingBilinear2d``). The groups keep their order (all of them must
+    match: a rule lists its most selective first). Every token is a pure test of the text:
+    the answer is the same in any order."""
+    def cost(token) -> tuple:
+        return (0, len(token)) if isinstance(token, str) else (1, 0)
+
+    return tuple(tuple(sorted(group, key=cost)) for group in groups)
+
+
+#: (the last text all_present scanned, its answers by token), replaced as one tuple: a thread
+#: (the language server's) that finds another text there starts its own pair, never reads one
+_SEEN: list = [(None, {})]
+
+
+def all_present(groups, text: str) -> bool:
+    """Does ``text`` hold a token of each group (a rule's ``requires``)? The answers for the
+    last text asked about are kept: the rules ask about one file in turn, several with the
+    same tokens (``DataLoader``, ``torch``, a backward call, ``loader`` in any case)."""
+    if not groups:
+        return True
+    entry = _SCAN_ORDER.get(id(groups))
+    if entry is None or entry[0] is not groups:
+        entry = _SCAN_ORDER[id(groups)] = (groups, _scan_order(groups))
+    last = _SEEN[0]
+    if last[0] is not text:
+        last = _SEEN[0] = (text, {})
+    seen = last[1]
+    for group in entry[1]:
+        for token in group:
+            found = seen.get(token)
+            if found is None:
+                found = seen[token] = _present(token, text)
+            if found:
+                break
+        else:
+            return False
+    return True
 
 
 def _present(token, text: str) -> bool:
