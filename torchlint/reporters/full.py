@@ -67,8 +67,8 @@ _CONTROL = dict.fromkeys((7, 8, 11, 12, 13))
 
 
 class _Text:
-    """A line (or frame) of styled pieces, printed exactly as rich prints its ``Text`` with
-    the console ``render`` used to make (no wrapping, no markup, control characters removed, each
+    """A line (or frame) of styled pieces, printed exactly as rich prints a ``Text`` on the
+    console of ``_print_with_rich`` (no wrapping, no markup, control characters removed, each
     styled piece in its own escape sequence, line ends outside them). rich itself costs ~0.05 s
     to import and ~2 ms per finding to print, as much as a warm run: it is kept only for text
     holding a tab (its tab stops count terminal cells)."""
