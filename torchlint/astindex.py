@@ -161,28 +161,29 @@ class AstIndex:
                 return []
         found = []
         stack: List[Tuple[ast.AST, Path]] = [(self.tree, ())]
+        kids_of, bisect_right = self._kids, bisect.bisect_right
         while stack:
             node, parents = stack.pop()
+            kids = kids_of.get(id(node))
+            if kids is None:
+                kids = kids_of[id(node)] = _child_ranges(node)
+            if not kids:
+                continue
             path = parents + (node,)
-            for child in self._children_covering(node, line):
+            for child, start, end in kids:
+                if child is None:  # a long statement list: (None, first lines, statements)
+                    # statements are in order and do not overlap: only the last one starting at
+                    # or before the line can cover it
+                    i = bisect_right(start, line) - 1
+                    if i < 0 or line > end[i].end_lineno:
+                        continue
+                    child = end[i]
+                elif not start <= line <= end:
+                    continue
                 found.append((child, path))
                 stack.append((child, path))
         self._on_line[line] = found
         return found
-
-    def _children_covering(self, node: ast.AST, line: int) -> Iterator[ast.AST]:
-        kids = self._kids.get(id(node))
-        if kids is None:
-            kids = self._kids[id(node)] = _child_ranges(node)
-        for child, start, end in kids:
-            if child is None:  # a long statement list: (None, first lines, statements)
-                # statements are in order and do not overlap: only the last one starting at or
-                # before the line can cover it
-                i = bisect.bisect_right(start, line) - 1
-                if i >= 0 and line <= end[i].end_lineno:
-                    yield end[i]
-            elif start <= line <= end:
-                yield child
 
     def _lines(self) -> List[int]:
         starts = self._line_starts
@@ -659,8 +660,12 @@ def _child_ranges(node: ast.AST) -> list:
     """(child, first line, last line) of each child (0 and a huge line for nodes without a
     position: arguments, withitem, comprehension...), statement lists of more than 8 as
     (None, first lines, statements)."""
+    kind = type(node)
+    fields = _RANGE_FIELDS.get(kind)
+    if fields is None:  # the context and operator leaves (``Load``, ``Add``) hold nothing asked for
+        fields = _RANGE_FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "op", "ops"))
     kids = []
-    for field in node._fields:
+    for field in fields:
         value = getattr(node, field, None)
         if type(value) is list:
             if field in _STATEMENT_LISTS and len(value) > 8 and isinstance(value[0], ast.stmt):
@@ -672,6 +677,9 @@ def _child_ranges(node: ast.AST) -> list:
         elif isinstance(value, ast.AST):
             kids.append(_range(value))
     return kids
+
+
+_RANGE_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
 def _range(node: ast.AST) -> tuple:

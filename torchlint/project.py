@@ -135,25 +135,38 @@ _WORD_SEPARATOR = re.compile(r"[._]")
 
 def _is_periodic(test: ast.AST) -> bool:
     """``heuristics.is_periodic_guard`` on the ``ast`` tree: true on few iterations."""
-    if isinstance(test, ast.BoolOp):
+    kind = type(test)
+    if kind is ast.BoolOp:
         parts = [_is_periodic(v) for v in test.values]
-        return any(parts) if isinstance(test.op, ast.And) else all(parts)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test.operand))
-    if isinstance(test, ast.Compare):
-        if all(isinstance(op, ast.Eq) for op in test.ops):
+        return any(parts) if type(test.op) is ast.And else all(parts)
+    if kind is ast.UnaryOp and type(test.op) is ast.Not:
+        return _has_modulo(test.operand)
+    if kind is ast.Compare:
+        if all(type(op) is ast.Eq for op in test.ops):
             sides = [test.left, *test.comparators]
-            if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for s in sides for n in ast.walk(s)):
+            if any(_has_modulo(s) for s in sides):
                 return True
-            return any(_words(_dotted(s)) & STEP_WORDS for s in sides if isinstance(s, (ast.Name, ast.Attribute)))
-        if len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE)) and isinstance(test.left, ast.Name):
+            return any(_words(_dotted(s)) & STEP_WORDS for s in sides if type(s) is ast.Name or type(s) is ast.Attribute)
+        if len(test.ops) == 1 and type(test.ops[0]) in (ast.Lt, ast.LtE) and type(test.left) is ast.Name:
             bound = test.comparators[0]  # the first few iterations: `if ni < 3:`
-            return isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value <= 16
+            return type(bound) is ast.Constant and type(bound.value) is int and bound.value <= 16
         return False
-    if isinstance(test, ast.Call):
+    if kind is ast.Call:
         return bool(_words(_dotted(test.func)) & PERIODIC_WORDS)
-    if isinstance(test, (ast.Name, ast.Attribute)):
+    if kind is ast.Name or kind is ast.Attribute:
         return bool(_words(_dotted(test)) & _PERIODIC_OR_ONE_OFF)
+    return False
+
+
+def _has_modulo(node: ast.AST) -> bool:
+    """Is there a ``%`` operation in ``node`` (``ast.walk``'s nodes, less the leaves that hold none)?"""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.BinOp and type(node.op) is ast.Mod:
+            return True
+        if type(node) is not ast.Name and type(node) is not ast.Constant:
+            stack.extend(_child_nodes(node))
     return False
 
 
