@@ -4,6 +4,7 @@ TorchFix, on pinned real-world corpora. See docs/performance.md.
     python benchmarks/bench.py                      # timm + transformers, median of 3
     python benchmarks/bench.py --with-torchfix      # also TorchFix 0.7.0 (slow: ~10 min per run)
     python benchmarks/bench.py --with-ruff --with-hotpath   # also ruff and hotpath-ai columns
+    python benchmarks/bench.py --with-ruff --with-ast-floor # and CPython's parse of every file, all cores
     python benchmarks/bench.py --scaling-only --corpus transformers   # time and RSS against size
     python benchmarks/bench.py --corpus-dir fixtures --repeat 1 --no-download   # quick check
 
@@ -98,6 +99,39 @@ for path in files:
     except Exception:
         failed += 1
 print(f"{time.perf_counter() - start:.4f} {failed}")
+"""
+
+# The CPython floor: ast.parse of every file in as many processes as torchlint uses, the whole
+# command timed (start-up, fork, reading). No linter that parses each file with Python's own
+# parser, as every Python linter must to report syntax errors, can be faster than this.
+_AST_FLOOR = r"""
+import ast, os, sys
+from concurrent.futures import ProcessPoolExecutor
+
+def parse(paths):
+    failed = 0
+    for path in paths:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        try:
+            ast.parse(data)
+        except (SyntaxError, ValueError):
+            failed += 1
+    return failed
+
+if __name__ == "__main__":
+    files = [l for l in open(sys.argv[1], encoding="utf-8").read().splitlines() if l]
+    files.sort(key=lambda p: -os.path.getsize(p))  # largest first, as torchlint's pool does
+    jobs = max(1, int(sys.argv[2]))
+    chunks = [files[i::jobs * 8] for i in range(jobs * 8)]
+    if jobs == 1:
+        failed = sum(map(parse, chunks))
+    else:
+        with ProcessPoolExecutor(jobs) as pool:
+            failed = sum(pool.map(parse, chunks))
+    print(failed)
+    sys.stdout.flush()
+    os._exit(0)  # as torchlint ends: no teardown of the interpreter
 """
 
 # Single-file latency through the Python API.
@@ -363,9 +397,13 @@ def one_round(corpus: Corpus, work: Path, args, torchfix: Optional[Path], with_t
     finally:
         corpus.touch.write_bytes(original)
         os.utime(corpus.touch, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    listing = work / f"{corpus.name}.files"
+    listing.write_text("\n".join(str(p) for p in corpus.files))
+    if args.with_ast_floor:
+        run = measure([sys.executable, "-c", _AST_FLOOR, str(listing), str(args.jobs or os.cpu_count() or 1)], out)
+        run.findings = int(out.read_text().split()[0])  # files CPython rejects (torchlint's TL001)
+        corpus.add("ast_floor", run)
     if not args.skip_floor:
-        listing = work / f"{corpus.name}.files"
-        listing.write_text("\n".join(str(p) for p in corpus.files))
         run = measure([sys.executable, "-c", _FLOOR, str(listing)], out)
         run.wall = float(out.read_text().split()[0])  # the parse loop alone, no start-up
         corpus.add("floor", run)
@@ -540,7 +578,8 @@ def table(corpora: List[Corpus], single: Optional[dict], args) -> str:
     labels = [("cold", "torchlint cold (no cache)"), ("warm", "torchlint warm, nothing changed"),
               ("touched", "torchlint warm, one file touched"), ("floor", "libcst.parse_module floor (1 process)"),
               ("torchfix", "TorchFix 0.7.0"), ("ruff", "ruff check --select ALL --no-cache (silent)"),
-              ("hotpath", "hotpath-ai 0.1.0")]
+              ("hotpath", "hotpath-ai 0.1.0"),
+              ("ast_floor", "CPython ast.parse of every file, all cores, whole command (findings: files it rejects)")]
     for c in corpora:
         for kind, label in labels:
             if kind not in c.runs:
@@ -552,13 +591,14 @@ def table(corpora: List[Corpus], single: Optional[dict], args) -> str:
                         f"| {fmt_s(cpu)} | {fmt_mb(c.peak(kind))} | {'' if found is None else f'{found:,}'} |")
     rows.append("")
     rows.append("| corpus | TorchFix / torchlint cold | torchlint cold / floor | torchlint cold / ruff "
-                "| torchlint cold / hotpath-ai |")
-    rows.append("|---|---:|---:|---:|---:|")
+                "| torchlint cold / hotpath-ai | CPython parse floor / ruff |")
+    rows.append("|---|---:|---:|---:|---:|---:|")
     ratio = lambda a, b: f"{a / b:.2f}" if a and b else "–"  # noqa: E731
     for c in corpora:
         cold, floor, tfx = c.median("cold"), c.median("floor"), c.median("torchfix")
         rows.append(f"| {c.name} | {f'{tfx / cold:.0f}x' if tfx and cold else '–'} "
-                    f"| {ratio(cold, floor)} | {ratio(cold, c.median('ruff'))} | {ratio(cold, c.median('hotpath'))} |")
+                    f"| {ratio(cold, floor)} | {ratio(cold, c.median('ruff'))} | {ratio(cold, c.median('hotpath'))} "
+                    f"| {ratio(c.median('ast_floor'), c.median('ruff'))} |")
     if single:
         rows.append("")
         rows.append(f"Single file through `lint_source` ({single['lines']:,} lines, {single['findings']} findings), "
@@ -589,6 +629,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--package", type=Path, help="measure this copy of the torchlint package instead of the checkout's")
     p.add_argument("--jobs", type=int, help="torchlint --jobs (default: all cores)")
     p.add_argument("--skip-floor", action="store_true", help="do not measure the libcst parse floor")
+    p.add_argument("--with-ast-floor", action="store_true",
+                   help="also time CPython's ast.parse of every file on all cores, the whole command: the "
+                        "floor under any linter that parses with Python's own parser (compare with ruff)")
     p.add_argument("--single-repeat", type=int, default=20, help="single-file latency samples (default 20)")
     p.add_argument("--no-download", action="store_true", help="fail instead of downloading a missing corpus")
     p.add_argument("--json", type=Path, help="also write the raw measurements here")

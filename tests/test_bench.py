@@ -3,6 +3,7 @@ its timings mean nothing here)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import sys
@@ -18,7 +19,8 @@ def test_bench_runs_on_the_fixtures(tmp_path, capsys):
     out = tmp_path / "bench.json"
     corpus = tmp_path / "fixtures"  # a copy: the touched-file run edits (and restores) a file
     shutil.copytree(ROOT / "fixtures", corpus)
-    code = bench.main(["--corpus-dir", str(corpus), "--repeat", "1", "--no-download",
+    (corpus / "broken.py").write_text("def f(:\n    pass\n")  # one file CPython rejects
+    code = bench.main(["--corpus-dir", str(corpus), "--repeat", "1", "--no-download", "--with-ast-floor",
                        "--single-repeat", "2", "--cache-root", str(tmp_path / "cache"), "--json", str(out)])
     assert code == 0
     report = capsys.readouterr().out
@@ -26,7 +28,17 @@ def test_bench_runs_on_the_fixtures(tmp_path, capsys):
     data = json.loads(out.read_text())
     [corpus] = data["corpora"]
     runs = corpus["runs"]
-    assert set(runs) == {"cold", "warm", "touched", "floor"}
+    assert set(runs) == {"cold", "warm", "touched", "floor", "ast_floor"}
+    assert "CPython ast.parse of every file" in report
+    # the parse floor's pool parsed every file: its count of files CPython rejects is exact
+    rejected = 0
+    for path in sorted((tmp_path / "fixtures").rglob("*.py")):
+        try:
+            ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):
+            rejected += 1
+    assert rejected > 0
+    assert runs["ast_floor"][0]["findings"] == rejected and runs["ast_floor"][0]["wall"] > 0
     # Warm and touched runs find exactly what the cold run found; the touched file is restored.
     assert runs["cold"][0]["findings"] == runs["warm"][0]["findings"] == runs["touched"][0]["findings"] > 0
     assert all(r["maxrss_mb"] > 0 for kind in runs.values() for r in kind)
