@@ -218,6 +218,30 @@ def test_cells_added_and_removed(start, workspace):
     assert short(nb.diagnostics([1])[1]) == [("TL202", 0, 4, 0, 24)]
 
 
+def test_the_project_index_publishes_a_notebook_again_only_when_its_findings_change(start, workspace):
+    """Once the workspace's index is built, what is open is linted again with it. A notebook
+    whose findings did not change gets no second publish, as a Python file gets none: the
+    repeat could reach the client after an edit it had already sent (a removed cell shown its
+    old findings until the next lint). The filler files make the index take longer than the
+    notebook's first lint; metrics.py's finding exists only once the index is there."""
+    for i in range(300):
+        (workspace / f"filler_{i}.py").write_text(f"import torch\n\ndef f{i}(x):\n    return x + {i}\n")
+    (workspace / "metrics.py").write_text(test_server.METRICS_HELPER)
+    (workspace / "train.py").write_text(test_server.TRAIN_LOOP.format(call="acc = accuracy(out, y)"))
+    client = start(capabilities=NOTEBOOK_CAPS)
+    nb = Notebook(client, uri_of(workspace / "nb.ipynb"), [("code", "import torch\n"), ("code", ZEROS)])
+    nb.open()
+    assert short(nb.diagnostics([1])[1]) == [("TL202", 1, 4, 1, 25)]
+    metrics = uri_of(workspace / "metrics.py")
+    client.open(metrics, test_server.METRICS_HELPER)
+    rows = test_server._tl201_rows(client, metrics)
+    if not rows:  # linted before the index was ready: the re-lint after indexing brings it
+        rows = test_server._tl201_rows(client, metrics)
+    assert rows == [1]  # the index is built and the re-lint it asked for has run
+    again = [m for m in client.drain(0.5) if m.get("method") == PUBLISH and m["params"]["uri"].startswith("vscode-notebook-cell:")]
+    assert again == []
+
+
 def test_include_notebooks_false_turns_the_editor_off_too(start, workspace):
     (workspace / "pyproject.toml").write_text("[tool.torchlint]\ninclude-notebooks = false\n")
     client = start(capabilities=NOTEBOOK_CAPS)

@@ -575,7 +575,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         clear(before - {c.uri for c in result.cells})  # cells removed meanwhile
         session.notebooks[uri] = with_findings
 
-    async def lint_notebook_later(uri: str, delay: float) -> None:
+    async def lint_notebook_later(uri: str, delay: float, quiet: bool = False) -> None:
         if delay:
             await asyncio.sleep(delay)
         cells = notebook_cells(uri)
@@ -590,6 +590,10 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             (c.uri, c.kind, c.version) for c in cells
         ]:
             return  # closed or edited meanwhile: a newer lint is on its way
+        before = session.notebook_results.get(uri)
+        if (quiet and before is not None and before.diagnostics == result.diagnostics
+                and [(c.uri, c.version) for c in before.cells] == [(c.uri, c.version) for c in result.cells]):
+            return  # the project index changed nothing here: no second publish of the same findings
         publish_notebook(uri, result)
 
     def schedule_notebook(uri: str, delay: float, quiet: bool = False) -> None:
@@ -600,7 +604,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             if quiet and not previous.done():
                 return  # a waiting lint reads the new project index when it runs
             previous.cancel()
-        session.notebook_pending[uri] = asyncio.ensure_future(lint_notebook_later(uri, delay))
+        session.notebook_pending[uri] = asyncio.ensure_future(lint_notebook_later(uri, delay, quiet))
 
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_did_open(params: lsp.DidOpenNotebookDocumentParams) -> None:
