@@ -29,6 +29,7 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Callable, Collection, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
+from torchlint.project import child_fields
 from torchlint.torch_api import STAR_EXPORTS, canonical_name
 
 Path = Tuple[ast.AST, ...]  # the ancestors of a node, outermost (the Module) first
@@ -660,12 +661,8 @@ def _child_ranges(node: ast.AST) -> list:
     """(child, first line, last line) of each child (0 and a huge line for nodes without a
     position: arguments, withitem, comprehension...), statement lists of more than 8 as
     (None, first lines, statements)."""
-    kind = type(node)
-    fields = _RANGE_FIELDS.get(kind)
-    if fields is None:  # the context and operator leaves (``Load``, ``Add``) hold nothing asked for
-        fields = _RANGE_FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "op", "ops"))
     kids = []
-    for field in fields:
+    for field in child_fields(type(node)):  # the context and operator leaves hold nothing asked for
         value = getattr(node, field, None)
         if type(value) is list:
             if field in _STATEMENT_LISTS and len(value) > 8 and isinstance(value[0], ast.stmt):
@@ -677,9 +674,6 @@ def _child_ranges(node: ast.AST) -> list:
         elif isinstance(value, ast.AST):
             kids.append(_range(value))
     return kids
-
-
-_RANGE_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
 def _range(node: ast.AST) -> tuple:
