@@ -122,3 +122,40 @@ def test_multi_line_call_stays_multi_line_when_a_positional_argument_is_added():
     with torch.amp.autocast("cuda"):
         pass
     """)
+
+
+@pytest.mark.parametrize(
+    "call, expected",
+    [
+        # no trailing comma: the comment stays on `batch_size`'s line, after its new comma
+        (
+            "DataLoader(\n    dataset,\n    batch_size=64  # the batch\n)\n",
+            f"DataLoader(\n    dataset,\n    batch_size=64,  # the batch\n    {WORKERS}\n)\n",
+        ),
+        # trailing comma: the same, and the new argument keeps the trailing comma
+        (
+            "DataLoader(\n    dataset,\n    batch_size=64,  # the batch\n)\n",
+            f"DataLoader(\n    dataset,\n    batch_size=64,  # the batch\n    {WORKERS},\n)\n",
+        ),
+        # a comment line before `)` stays before `)`
+        (
+            "DataLoader(\n    dataset,\n    batch_size=64,  # the batch\n    # the end\n)\n",
+            f"DataLoader(\n    dataset,\n    batch_size=64,  # the batch\n    {WORKERS},\n    # the end\n)\n",
+        ),
+        # comments of earlier arguments stay where they are
+        (
+            "DataLoader(\n    dataset,  # the data\n    batch_size=64,\n)\n",
+            f"DataLoader(\n    dataset,  # the data\n    batch_size=64,\n    {WORKERS},\n)\n",
+        ),
+        # a call on one line whose last argument carries a comment before `)`
+        (
+            "DataLoader(dataset, batch_size=64  # the batch\n)\n",
+            f"DataLoader(dataset, batch_size=64,  # the batch\n    {WORKERS}\n)\n",
+        ),
+    ],
+)
+def test_added_argument_leaves_each_comment_with_its_argument(call, expected):
+    """Issue 31 / issue 32 item 14: the last argument's trailing comment stayed at the end of the
+    call, so it moved onto the argument the fix added."""
+    head = "import os\nfrom torch.utils.data import DataLoader\n\n"
+    assert fixed(head + call, "TL101") == head + expected

@@ -21,6 +21,22 @@ def _separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
     return cst.SimpleWhitespace(" ")
 
 
+def _split_comment(closing: cst.BaseParenthesizableWhitespace, sep: cst.BaseParenthesizableWhitespace):
+    """(closing, separator) when an argument is added after the one ``closing`` followed: a
+    comment on the old last argument's line stays there (it is the separator's first line now),
+    and the new last argument gets ``closing`` without it (the line break and any comment lines
+    before ``)`` stay before ``)``)."""
+    if not (isinstance(closing, cst.ParenthesizedWhitespace) and closing.first_line.comment is not None):
+        return closing, sep
+    first = closing.first_line
+    if isinstance(sep, cst.ParenthesizedWhitespace):
+        kept = sep.with_changes(first_line=first)
+    else:  # a one-line call whose last argument ends a line with a comment
+        kept = closing.with_changes(first_line=first, empty_lines=[],
+                                    last_line=cst.SimpleWhitespace(closing.last_line.value + "    "))
+    return closing.with_changes(first_line=cst.TrailingWhitespace()), kept
+
+
 def with_keyword_args(call: cst.Call, new: Sequence[Tuple[str, cst.BaseExpression]]) -> cst.Call:
     """``call`` with ``keyword=value`` arguments appended, keeping its layout: one argument per
     line stays one per line, and a trailing comma stays trailing."""
@@ -43,11 +59,14 @@ def with_keyword_args(call: cst.Call, new: Sequence[Tuple[str, cst.BaseExpressio
         return call.with_changes(args=[a.with_changes(comma=space) for a in made[:-1]] + made[-1:])
     last = args[-1]
     if isinstance(last.comma, cst.Comma):  # trailing comma: it moves to the new last argument
-        tail = {"comma": last.comma}
-        args[-1] = last.with_changes(comma=sep)
+        closing, kept = _split_comment(last.comma.whitespace_after, sep.whitespace_after)
+        tail = {"comma": last.comma.with_changes(whitespace_after=closing)}
+        args[-1] = last.with_changes(comma=sep.with_changes(whitespace_after=kept))
     else:  # the whitespace before ")" moves to the new last argument
-        tail = {"whitespace_after_arg": last.whitespace_after_arg}
-        args[-1] = last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace(""))
+        closing, kept = _split_comment(last.whitespace_after_arg, sep.whitespace_after)
+        tail = {"whitespace_after_arg": closing}
+        args[-1] = last.with_changes(comma=sep.with_changes(whitespace_after=kept),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
     made = [a.with_changes(comma=sep) for a in made[:-1]] + [made[-1].with_changes(**tail)]
     return call.with_changes(args=args + made)
 
