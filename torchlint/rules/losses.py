@@ -7,12 +7,17 @@ from typing import Optional, Set
 
 from torchlint import _cst as cst
 
+from torchlint.context import DELETE_LINES, REPLACE, FixSpec, NodeEdit
+from torchlint.diagnostics import UNSAFE
 from torchlint.rules.base import Rule
-from torchlint.semantic import CLASS
-from torchlint.syntax import get_arg, method_call
+from torchlint.semantic import ASSIGN, CLASS
+from torchlint.syntax import bound_names, enclosing_function, get_arg, literal_value, method_call
+from torchlint.tree import walk
 
 SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
 SOFTMAX_MODULE = "torch.nn.Softmax"
+# The class dimension of cross-entropy's input: a softmax over another dimension is dropped by hand.
+_CLASS_DIMS = (1, -1)
 SEQUENTIAL = "torch.nn.Sequential"
 # loss -> what its input must be
 LOG_SOFTMAX_LOSSES = {
@@ -70,7 +75,11 @@ class SoftmaxBeforeCrossEntropy(Rule):
     requires = (("softmax", "Softmax"), ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss"))
     ast_candidate = staticmethod(lambda index: index.mentions("softmax", "Softmax", substring=True) and index.mentions(
         "cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss", substring=True))
+    _model_message = (
+        "`{loss}` is given a model output ending in `softmax`; make the model return logits"
+    )
     tags = ("correctness",)
+    fix_applicability = UNSAFE
 
     def visit_Call(self, node: cst.Call) -> None:
         arg = get_arg(node, "input", 0)
@@ -81,8 +90,148 @@ class SoftmaxBeforeCrossEntropy(Rule):
             return
         short = "nll_loss" if loss.endswith(("nll_loss", "NLLLoss")) else "cross_entropy"
         template = self._nll_message if short == "nll_loss" else self.message
-        self.report(arg.value, template.format(loss=loss.rsplit(".", 1)[-1]),
+        fix = self._fix(node, arg.value, short == "nll_loss")
+        if fix is None and self._softmax_call(arg.value) is None and self._bound_softmax(arg.value) is None:
+            template = self._model_message  # the softmax is inside the model: no rewrite here is right
+        self.report(arg.value, template.format(loss=loss.rsplit(".", 1)[-1]), fix,
                     hint=self._nll_hint if short == "nll_loss" else None)
+
+    # -- the fix -----------------------------------------------------------------------------------
+    def _softmax_call(self, node: cst.BaseExpression):
+        """(its input, the call's text with ``log_softmax``/``LogSoftmax``, the softmax dimension or
+        None when not given) for a softmax call written here: ``F.softmax(x, dim)``,
+        ``torch.softmax(x, d)``, ``x.softmax(d)``, ``nn.Softmax(dim)(x)``; None for any other."""
+        if not isinstance(node, cst.Call) or any(a.star for a in node.args):
+            return None
+        name = self.ctx.semantic.resolve_call(node)
+        func = node.func
+        if name in SOFTMAX_FUNCTIONS and isinstance(func, cst.Attribute):
+            source = get_arg(node, "input", 0)
+            dim = get_arg(node, "dim", 1)
+            log = node.with_changes(func=func.with_changes(attr=cst.Name("log_softmax")))
+        elif name is None and isinstance(func, cst.Attribute) and func.attr.value == "softmax" and isinstance(
+                func.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+            source = cst.Arg(value=func.value)
+            dim = get_arg(node, "dim", 0)
+            log = node.with_changes(func=func.with_changes(attr=cst.Name("log_softmax")))
+        elif isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute) and (
+                self.ctx.semantic.resolve_call(func) == SOFTMAX_MODULE) and len(node.args) == 1:
+            source = get_arg(node, "input", 0)
+            dim = get_arg(func, "dim", 0)
+            log = node.with_changes(func=func.with_changes(func=func.func.with_changes(attr=cst.Name("LogSoftmax"))))
+        else:
+            return None
+        if source is None or source.star:
+            return None
+        return source.value, log, (literal_value(dim.value) if dim is not None else None)
+
+    def _bound_softmax(self, node: cst.BaseExpression):
+        """(the assignment line, the name's binding) for a name bound once, by a plain
+        ``name = <softmax call>`` line, to the value read here."""
+        if not isinstance(node, cst.Name):
+            return None
+        bindings = self.ctx.semantic.lookup(node)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != ASSIGN:
+            return None
+        binding = bindings[0]
+        if self._softmax_call(binding.value) is None:
+            return None
+        return binding
+
+    def _fix(self, call: cst.Call, value: cst.BaseExpression, nll: bool) -> Optional[FixSpec]:
+        """Cross-entropy: the softmax's input in its place; NLL: ``log_softmax`` for ``softmax``.
+        A name bound to the softmax is followed when its assignment sits earlier in the same
+        block and the softmax's input is not rebound in between; the assignment goes when
+        nothing else reads the probabilities."""
+        direct = self._softmax_call(value)
+        if direct is not None:
+            source, log, dim = direct
+            if nll:
+                return FixSpec(UNSAFE, "Use `log_softmax`", (NodeEdit(value, log, REPLACE),))
+            if dim is not None and dim not in _CLASS_DIMS:
+                return None
+            return FixSpec(UNSAFE, "Pass the logits, without `softmax`", (NodeEdit(value, source, REPLACE),))
+        binding = self._bound_softmax(value)
+        if binding is None:
+            return None
+        source, log, dim = self._softmax_call(binding.value)
+        if not nll and dim is not None and dim not in _CLASS_DIMS:
+            return None
+        line = self._line_before_in_block(binding)
+        if line is None or not self._unchanged_between(source, line):
+            return None
+        new = log if nll else source
+        edits = [NodeEdit(value, new, REPLACE)]
+        if self._only_read_here(binding, value) and self._removable(line, binding):
+            edits.insert(0, NodeEdit(line, "", DELETE_LINES))
+        what = "`log_softmax`" if nll else "the logits"
+        return FixSpec(UNSAFE, f"Pass {what} in place of `{value.value}`", tuple(edits))
+
+    def _line_before_in_block(self, binding) -> Optional[cst.SimpleStatementLine]:
+        """The line that binds, when it is an earlier statement of the block holding the loss's
+        statement; remembers the statements in between."""
+        ancestors = self.ctx.ancestors
+        for index in range(len(ancestors) - 1, 0, -1):
+            block = ancestors[index - 1]
+            if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+                continue
+            statement = ancestors[index]
+            body = list(block.body)
+            position = next((i for i, s in enumerate(body) if s is statement), None)
+            if position is None:
+                return None
+            for i in range(position - 1, -1, -1):
+                line = body[i]
+                if isinstance(line, cst.SimpleStatementLine) and any(s is binding.statement or any(
+                        n is binding.node for n in walk(s)) for s in line.body):
+                    self._between = body[i + 1:position + 1]
+                    return line
+            return None
+        return None
+
+    def _unchanged_between(self, source: cst.BaseExpression, line: cst.SimpleStatementLine) -> bool:
+        """Is ``source`` a name (or a dotted name) that nothing between the softmax's line and
+        the loss rebinds or assigns into?"""
+        head = source
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if not isinstance(head, cst.Name):
+            return False
+        name = head.value
+        for statement in [line, *self._between]:
+            for node in walk(statement):
+                targets = []
+                if isinstance(node, cst.Assign):
+                    targets = [t.target for t in node.targets]
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+                    targets = [node.target]
+                elif isinstance(node, (cst.For, cst.NamedExpr)):
+                    targets = [node.target]
+                elif isinstance(node, cst.WithItem) and node.asname is not None:
+                    targets = [node.asname.name]
+                for target in targets:
+                    if statement is line and not isinstance(source, cst.Attribute) and name not in bound_names(target):
+                        continue
+                    if any(isinstance(n, cst.Name) and n.value == name for n in walk(target)):
+                        return False
+        return True
+
+    def _only_read_here(self, binding, read: cst.Name) -> bool:
+        scope = enclosing_function(self.ctx) or self.ctx.module
+        semantic = self.ctx.semantic
+        for node in walk(scope):
+            if isinstance(node, cst.Name) and node.value == read.value and node is not read and node is not binding.node:
+                found = semantic.lookup(node)
+                if found is None or any(b is binding for b in found):
+                    return False
+        return True
+
+    @staticmethod
+    def _removable(line: cst.SimpleStatementLine, binding) -> bool:
+        """A line that is this one assignment to one name, with no comment to lose."""
+        return (len(line.body) == 1 and isinstance(line.body[0], cst.Assign) and len(line.body[0].targets) == 1
+                and isinstance(line.body[0].targets[0].target, cst.Name)
+                and line.trailing_whitespace.comment is None)
 
     def _loss(self, call: cst.Call) -> Optional[str]:
         """The loss a call computes: ``F.cross_entropy(...)``, ``nn.CrossEntropyLoss()(...)``,

@@ -9,7 +9,7 @@ from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
-from torchlint.fixbuilders import with_keyword_args
+from torchlint.fixbuilders import statement_removal_edits, with_keyword_args
 from torchlint.heuristics import in_debug_branch, is_accelerator_device, is_per_step_function
 from torchlint.imports import dotted_name
 from torchlint.loops import is_training_loop, runs_every_step, under_periodic_guard
@@ -169,6 +169,7 @@ class CudaSynchronizeInLoop(Rule):
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
     uses_project = True
+    fix_applicability = UNSAFE
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.resolve_call(node) != "torch.cuda.synchronize":
@@ -187,7 +188,11 @@ class CudaSynchronizeInLoop(Rule):
             return
         if self._timing_code(scope) or self._timer_read_after(scope):
             return
-        self.report(node, hint=(
+        # the fix deletes the statement; a call inside an expression (`x = torch.cuda.synchronize()`,
+        # `f(torch.cuda.synchronize())`) gets none: what to write there is the author's call
+        edits = statement_removal_edits(self.ctx, node)
+        fix = FixSpec(UNSAFE, "Remove `torch.cuda.synchronize()`", edits) if edits else None
+        self.report(node, fix=fix, hint=(
             f"Called {where}, it makes the CPU wait until the GPU has finished all queued work, every "
             "step; keep it only where a timer is read right after it."))
 
