@@ -368,7 +368,8 @@ def test_project_root_is_the_nearest_folder_with_a_dependency_file_or_git(tmp_pa
 def test_with_a_config_the_files_in_its_folder_count(project):
     write(project, {"pyproject.toml": "[tool.torchlint]\n", "requirements.txt": "torch>=1.11\n",
                     "sub/requirements.txt": "torch>=1.0\n", "sub/train.py": TRAIN})
-    assert SettingsResolver(cwd=str(project)).for_path(str(project / "sub" / "train.py")).target_torch_version == (1, 11)
+    # requirements files in subfolders of the root count too (issue 29, item 9): the lowest wins
+    assert SettingsResolver(cwd=str(project)).for_path(str(project / "sub" / "train.py")).target_torch_version == (1, 0)
 
 
 def test_explicit_version_wins_over_declared(project, capsys):

@@ -13,7 +13,18 @@ applies, else the nearest folder at or above the linted file that holds one of t
 - ``setup.cfg``: ``[options] install_requires`` and ``[options.extras_require]``;
 - ``setup.py``: the literals passed to ``setup(install_requires=..., extras_require=...)``, read
   with ``ast`` (never executed);
-- ``environment.yml`` / ``environment.yaml`` (conda, with its ``pip:`` sub-list).
+- ``environment.yml`` / ``environment.yaml`` (conda, with its ``pip:`` sub-list);
+- ``Dockerfile`` (also ``Dockerfile.*``, ``*.Dockerfile``, ``Containerfile``): the base image
+  (``FROM pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime``; ``FROM nvcr.io/nvidia/pytorch:22.10-py3``
+  through ``NGC_TORCH``, NVIDIA's release -> torch table) and ``pip install``/``conda install``
+  commands of ``RUN`` instructions, with ``ARG``/``ENV`` defaults substituted.
+
+``requirements*.txt`` files and Dockerfiles in subfolders count too (``docker/Dockerfile``,
+``envs/gpu/requirements.txt``: two levels down), except in hidden folders, virtual environments,
+vendored code (``third_party``, ``vendor``, ``node_modules``, ``site-packages``) and nested
+projects (a subfolder with its own ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``).
+Only requirements count: a version stated in a comment (``# FROM pytorch/pytorch:1.8``,
+``# torch>=1.8``), a ``LABEL`` or prose is ignored.
 
 The lowest lower bound wins: ``torch>=1.13`` in one file and ``torch>=2.1`` in another mean
 the code must run on 1.13. Specifiers without a lower bound (``torch``, ``torch<2``, a URL)
@@ -47,6 +58,7 @@ ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "e
 WATCHED_GLOBS = (
     "**/pyproject.toml", "**/setup.cfg", "**/setup.py", "**/environment.yml", "**/environment.yaml",
     "**/requirements*.txt", "**/requirements/*.txt",
+    "**/Dockerfile", "**/Dockerfile.*", "**/*.Dockerfile", "**/*.dockerfile", "**/Containerfile",
 )
 TORCH_NAMES = frozenset({"torch", "pytorch"})
 MAX_FILE_BYTES = 1 << 20
@@ -99,11 +111,30 @@ _CLAUSE = re.compile(r"(===|==|~=|!=|<=|>=|<|>|=|\^|~)?\s*(v?\d+(?:\.(?:\d+|\*))
 _LOWER_OPS = frozenset({None, "===", "==", "~=", ">=", ">", "=", "^", "~"})
 
 
-def _version_of(text: str) -> Optional[Version]:
+#: The most digits a version component may have: ``int()`` of an unbounded digit string is
+#: refused by CPython above 4,300 digits (and costs quadratic time below); no torch release will
+#: need more than a few.
+MAX_COMPONENT_DIGITS = 6
+
+
+def parse_version(text: str) -> Optional[Version]:
+    """``"1.13.1"``, ``"v2"``, ``"2.1.0+cu118"`` -> (major, minor); None for text that does not
+    start with a version, and for an absurd one (a component longer than
+    ``MAX_COMPONENT_DIGITS`` digits), which is ignored with a one-line warning. The one place a
+    declared version's digits become numbers (the CLI, the language server and the flake8
+    plugin all read dependency files through here)."""
     m = re.match(r"v?(\d+)(?:\.(\d+))?", text)
     if not m:
         return None
-    return int(m.group(1)), int(m.group(2) or 0)
+    major, minor = m.group(1), m.group(2) or "0"
+    if len(major) > MAX_COMPONENT_DIGITS or len(minor) > MAX_COMPONENT_DIGITS:
+        shown = text if len(text) <= 24 else text[:20] + f"... ({len(text)} characters)"
+        warn_once(f"ignoring torch version {shown!r}: a component has more than {MAX_COMPONENT_DIGITS} digits")
+        return None
+    return int(major), int(minor)
+
+
+_version_of = parse_version
 
 
 def lower_bound(spec: str) -> Optional[Version]:
@@ -187,7 +218,10 @@ def _read_text(path: Path, project: ProjectDependencies) -> Optional[str]:
             return None
         with open(path, "rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError:
+    except FileNotFoundError:  # gone since listed, or a `-r` include naming nothing
+        return None
+    except OSError as exc:  # unreadable (permissions, a folder named like one): say so
+        _warn(project, f"{path}: cannot be read ({exc.strerror or exc.__class__.__name__}); torch version not inferred from it")
         return None
     project.files.append(Path(os.path.normpath(path)))
     return data.decode("utf-8", errors="replace")
@@ -548,6 +582,143 @@ def _environment_yml(project: ProjectDependencies, path: Path, seen: Set[Path]) 
             _add(project, conda_bound(item), path, f"line {number}", item)
 
 
+# Dockerfile -----------------------------------------------------------------------------------
+
+#: NVIDIA's PyTorch containers (``nvcr.io/nvidia/pytorch:YY.MM-py3``): the torch each release is
+#: based on, from NVIDIA's "PyTorch Release Notes" (each ships an alpha of the next torch, e.g.
+#: 22.10 is ``1.13.0a0+d0d6b1f``, counted as 1.13; 22.12-23.02's ``1.14.0a0`` is the 2.0
+#: pre-release, counted as 1.14, below 2.0). A release missing here takes the entry of the
+#: nearest earlier one (a lower bound, never above the truth as releases only move forward;
+#: tags before 20.01 declare nothing).
+NGC_TORCH: Dict[Tuple[int, int], Version] = {
+    (20, 1): (1, 4), (20, 2): (1, 4), (20, 3): (1, 5), (20, 6): (1, 6), (20, 7): (1, 6),
+    (20, 8): (1, 7), (20, 9): (1, 7), (20, 10): (1, 7), (20, 11): (1, 8), (20, 12): (1, 8),
+    (21, 2): (1, 8), (21, 3): (1, 9), (21, 4): (1, 9), (21, 5): (1, 9), (21, 6): (1, 9),
+    (21, 7): (1, 10), (21, 8): (1, 10), (21, 9): (1, 10), (21, 10): (1, 10), (21, 11): (1, 11),
+    (21, 12): (1, 11), (22, 1): (1, 11), (22, 2): (1, 11), (22, 3): (1, 12), (22, 4): (1, 12),
+    (22, 5): (1, 12), (22, 6): (1, 13), (22, 7): (1, 13), (22, 8): (1, 13), (22, 9): (1, 13),
+    (22, 10): (1, 13), (22, 11): (1, 13), (22, 12): (1, 14), (23, 1): (1, 14), (23, 2): (1, 14),
+    (23, 3): (2, 0), (23, 4): (2, 1), (23, 5): (2, 0), (23, 6): (2, 1), (23, 7): (2, 1),
+    (23, 8): (2, 1), (23, 9): (2, 1), (23, 10): (2, 1), (23, 11): (2, 2), (23, 12): (2, 2),
+    (24, 1): (2, 2), (24, 2): (2, 3), (24, 3): (2, 3), (24, 4): (2, 3), (24, 5): (2, 4),
+    (24, 6): (2, 4), (24, 7): (2, 4), (24, 8): (2, 5), (24, 9): (2, 5), (24, 10): (2, 5),
+    (24, 11): (2, 6), (24, 12): (2, 6), (25, 1): (2, 6), (25, 2): (2, 7), (25, 3): (2, 7),
+    (25, 4): (2, 7), (25, 5): (2, 8), (25, 6): (2, 8), (25, 8): (2, 8), (25, 9): (2, 9),
+    (25, 10): (2, 9), (25, 12): (2, 10),
+}
+
+
+def ngc_torch_version(tag: str) -> Optional[Version]:
+    """``22.10-py3`` -> (1, 13); None for tags that are not a ``YY.MM`` release."""
+    m = re.match(r"(\d{2})\.(\d{2})(?:\D|$)", tag)
+    if not m:
+        return None
+    release = (int(m.group(1)), int(m.group(2)))
+    earlier = [key for key in NGC_TORCH if key <= release]
+    return NGC_TORCH[max(earlier)] if earlier else None
+
+
+def image_torch_version(image: str) -> Optional[Version]:
+    """The torch a base image ships: ``pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime`` ->
+    (1, 13), ``nvcr.io/nvidia/pytorch:22.10-py3`` -> through ``NGC_TORCH``; None for others
+    (``latest``, images that are not torch's)."""
+    reference = image.strip().split("@", 1)[0]  # a digest pins the same tag
+    path, _, tag = reference.rpartition(":")
+    if not path or "/" in tag:  # no tag (``latest``), or a registry port without one
+        return None
+    parts = path.lower().split("/")
+    host = parts.pop(0) if len(parts) > 2 or (len(parts) == 2 and ("." in parts[0] or ":" in parts[0])) else ""
+    name = "/".join(parts[1:] if parts[:1] == ["library"] else parts)
+    if name == "pytorch/pytorch" and host in ("", "docker.io", "index.docker.io", "registry-1.docker.io"):
+        return parse_version(tag) if re.match(r"\d+\.\d+", tag) else None
+    if name == "nvidia/pytorch" and host == "nvcr.io":
+        return ngc_torch_version(tag)
+    return None
+
+
+def _docker_instructions(text: str) -> Iterable[Tuple[int, str, str]]:
+    """(line, INSTRUCTION, arguments) with continuation lines joined and comment lines dropped
+    (also between continued lines, as Docker does)."""
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line.startswith("#"):
+            continue
+        if not pending:
+            start = number
+            if not line:
+                continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = (pending + line).strip()
+        pending = ""
+        word, _, rest = line.partition(" ")
+        yield start, word.upper(), rest.strip()
+    if pending.strip():
+        word, _, rest = pending.strip().partition(" ")
+        yield start, word.upper(), rest.strip()
+
+
+_DOCKER_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}?")
+
+
+def _install_commands(command: str) -> Iterable[Tuple[str, List[str]]]:
+    """("pip" or "conda", the words after ``install``) for each install in a shell command."""
+    import shlex
+
+    for part in re.split(r"&&|\|\||;|\n", command):
+        try:
+            words = shlex.split(part, comments=True)
+        except ValueError:  # an unbalanced quote
+            words = part.split()
+        for i, word in enumerate(words[:-1]):
+            tool = word.rsplit("/", 1)[-1]
+            if words[i + 1] != "install":
+                continue
+            if re.fullmatch(r"pip3?(\.\d+)?|uv|poetry", tool) or (tool == "pip" and i and words[i - 1] == "-m"):
+                yield "pip", words[i + 2:]
+            elif tool in ("conda", "mamba", "micromamba"):
+                yield "conda", words[i + 2:]
+            break
+
+
+def _dockerfile(project: ProjectDependencies, path: Path) -> None:
+    """A Dockerfile's base images and the torch its ``RUN`` lines install (never built)."""
+    text = _read_text(path, project)
+    if text is None or "torch" not in text.lower():
+        return
+    variables: Dict[str, str] = {}
+
+    def substitute(value: str) -> str:
+        return _DOCKER_VAR.sub(lambda m: variables.get(m.group(1), m.group(2) or m.group(0)), value)
+
+    for number, instruction, args in _docker_instructions(text):
+        if instruction in ("ARG", "ENV"):
+            for m in re.finditer(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)", args):
+                variables[m.group(1)] = substitute(m.group(2).strip("'\""))
+            if instruction == "ENV" and "=" not in args.split(" ", 1)[0] and " " in args:  # ENV KEY value
+                key, value = args.split(" ", 1)
+                variables[key] = substitute(value.strip())
+        elif instruction == "FROM":
+            words = [w for w in args.split() if not w.startswith("--")]
+            if words:
+                image = substitute(words[0])
+                _add(project, image_torch_version(image), path, f"line {number} (FROM)", image)
+        elif instruction == "RUN" and "install" in args:
+            for tool, words in _install_commands(substitute(args)):
+                for word in words:
+                    if word.startswith("-"):
+                        continue
+                    bound = requirement_bound(word) if tool == "pip" else conda_bound(word)
+                    _add(project, bound, path, f"line {number} (RUN {tool} install)", word)
+
+
+def is_dockerfile_name(name: str) -> bool:
+    return (name in ("Dockerfile", "Containerfile") or name.startswith("Dockerfile.")
+            or name.endswith((".Dockerfile", ".dockerfile")))
+
+
 # -- the project -----------------------------------------------------------------------------
 
 def _requirement_files(root: Path) -> List[Path]:
@@ -611,7 +782,63 @@ def scan_project(root: Path, pyproject: Optional[Mapping[str, Any]] = None) -> P
     for name in ("environment.yml", "environment.yaml"):
         if (root / name).is_file():
             _environment_yml(project, root / name, seen)
+    requirements, dockerfiles = _subfolder_files(root)
+    for path in requirements:
+        requirements_file(project, path, seen)
+    for path in dockerfiles:
+        _dockerfile(project, path)
     return project
+
+
+#: Subfolders never searched for dependency files: vendored code and build output.
+SKIPPED_FOLDERS = frozenset({
+    "node_modules", "site-packages", "third_party", "third-party", "thirdparty", "vendor",
+    "external", "__pycache__", "build", "dist",
+})
+#: How deep below the root, and how many directory entries at most, the search looks.
+SUBFOLDER_DEPTH = 2
+MAX_SUBFOLDER_ENTRIES = 4096
+
+
+def _subfolder_files(root: Path) -> Tuple[List[Path], List[Path]]:
+    """(requirements files in subfolders, Dockerfiles in the root and its subfolders), in a
+    bounded walk (``SUBFOLDER_DEPTH`` levels, ``MAX_SUBFOLDER_ENTRIES`` entries) that skips
+    hidden folders, virtual environments, ``SKIPPED_FOLDERS`` and nested projects."""
+    requirements: List[Path] = []
+    dockerfiles: List[Path] = []
+    budget = MAX_SUBFOLDER_ENTRIES
+    level = [(root, 0)]
+    while level:
+        folder, depth = level.pop(0)
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        budget -= len(entries)
+        if budget < 0:
+            break
+        names = {e.name for e in entries}
+        if depth and (names & _NESTED_PROJECT or "pyvenv.cfg" in names):
+            continue  # a project of its own, or a virtual environment
+        for entry in entries:
+            name = entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if depth < SUBFOLDER_DEPTH and not name.startswith(".") and name not in SKIPPED_FOLDERS \
+                        and not (depth == 0 and name == "requirements"):  # read already
+                    level.append((Path(entry.path), depth + 1))
+            elif is_dockerfile_name(name):
+                dockerfiles.append(Path(entry.path))
+            elif depth and name.endswith(".txt") and (name.startswith("requirements") or folder.name == "requirements"):
+                requirements.append(Path(entry.path))
+    return requirements, dockerfiles
+
+
+_NESTED_PROJECT = frozenset({"pyproject.toml", "setup.py", "setup.cfg", ".git"})
 
 
 def declared_torch_version(root: Path, pyproject: Optional[Mapping[str, Any]] = None) -> Optional[Version]:
@@ -627,4 +854,4 @@ def is_dependency_file(path: str) -> bool:
         return True
     if name.endswith(".txt") and (name.startswith("requirements") or p.parent.name == "requirements"):
         return True
-    return False
+    return is_dockerfile_name(name)
