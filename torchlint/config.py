@@ -52,9 +52,11 @@ CODE_LIST_KEYS = frozenset({
 
 
 def parse_version(text: str, where: str) -> Tuple[int, int]:
-    match = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*", str(text))
+    # components of at most 6 digits: int() of a 5,000-digit string is a ValueError (issue 32)
+    match = re.fullmatch(r"\s*(\d{1,6})\.(\d{1,6})(?:\.\d{1,6})?\s*", str(text))
     if not match:
-        raise ConfigError(f"{where}: expected a version like \"2.4\", got {text!r}")
+        shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:30]) + f"... ({len(str(text))} characters)"
+        raise ConfigError(f"{where}: expected a version like \"2.4\", got {shown}")
     return int(match.group(1)), int(match.group(2))
 
 
