@@ -17,6 +17,7 @@ The module imports without pygls, so ``torchlint server`` can say how to install
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import threading
@@ -218,6 +219,11 @@ class Session:
     notebook_pending: Dict[str, "asyncio.Task"] = field(default_factory=dict)
     shown_errors: Set[str] = field(default_factory=set)
     config_error: Optional[str] = None
+    #: the exit status the client's ``exit`` asked for (None: the input ended without one)
+    exit_code: Optional[int] = None
+    #: ``torchlint server --preview/--no-preview`` (the VS Code extension's ``torchlint.preview``):
+    #: over the configuration's ``preview``; None leaves it to the configuration.
+    preview: Optional[bool] = None
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "torchlint-lint"))
     #: The project index of the workspace (``project.py``), built in the background at start
     #: and refreshed on save; None until then (a document is then its own project).
@@ -270,15 +276,16 @@ class Session:
 
     def reload(self) -> None:
         """A fresh resolver (pyproject.toml changed); a bad config is remembered, not raised."""
-        from torchlint.config import ConfigError, SettingsResolver
+        from torchlint.config import CliOverrides, ConfigError, SettingsResolver
 
         self.shown_errors.clear()
         self.config_error = None
+        overrides = CliOverrides(preview=self.preview)
         try:
-            self.resolver = SettingsResolver(cwd=self.root)
+            self.resolver = SettingsResolver(cwd=self.root, overrides=overrides)
         except ConfigError as exc:
             self.config_error = str(exc)
-            self.resolver = SettingsResolver(cwd=self.root, isolated=True)
+            self.resolver = SettingsResolver(cwd=self.root, overrides=overrides, isolated=True)
 
     def default_settings(self):
         from torchlint.config import Settings
@@ -397,12 +404,169 @@ MAX_INDEXED_BYTES = 10 * 1024 * 1024
 
 # -- the protocol ------------------------------------------------------------------------------
 
+def _units(ch: str, encoding: str) -> int:
+    if encoding == "utf-32":
+        return 1
+    if encoding == "utf-8":
+        return len(ch.encode("utf-8", "surrogatepass"))
+    return 2 if ord(ch) > 0xFFFF else 1
+
+
+def _change_offset(text: str, starts: List[int], line: int, character: int, encoding: str) -> int:
+    """The offset of an LSP position in ``text``, clamped as VS Code's documents clamp it: a
+    line past the end is the end of the text, a character past the line's end its end (before
+    the line ending)."""
+    if line < 0:
+        return 0
+    if line >= len(starts):
+        return len(text)
+    start = starts[line]
+    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    while end > start and text[end - 1] in "\r\n":
+        end -= 1
+    units, at = 0, start
+    while at < end and units < character:
+        units += _units(text[at], encoding)
+        at += 1
+    return at
+
+
+def apply_change(text: str, change_range: Any, new_text: str, encoding: str = "utf-16") -> str:
+    """``text`` with one incremental change applied; a range out of the text or reversed is
+    clamped and ordered (never an exception, never text lost outside the range)."""
+    starts = Locator(text).line_starts
+    a = _change_offset(text, starts, change_range.start.line, change_range.start.character, encoding)
+    b = _change_offset(text, starts, change_range.end.line, change_range.end.character, encoding)
+    if b < a:
+        a, b = b, a
+    return text[:a] + new_text + text[b:]
+
+
+def _clean_change_params(data: dict) -> bool:
+    """Negative or reversed positions in a ``didChange`` as JSON, made valid in place (LSP's
+    ``uinteger`` would reject the message, and with it the edit); False when a range is not one."""
+    params = data.get("params")
+    changes = params.get("contentChanges") if isinstance(params, dict) else None
+    if not isinstance(changes, list):
+        return False
+    for change in changes:
+        if not isinstance(change, dict) or "range" not in change:
+            continue
+        span = change["range"]
+        points = [span.get(end) if isinstance(span, dict) else None for end in ("start", "end")]
+        if not all(isinstance(p, dict) for p in points):
+            return False
+        for point in points:
+            for key in ("line", "character"):
+                value = point.get(key)
+                if type(value) is not int:
+                    return False
+                point[key] = min(max(value, 0), 2 ** 31 - 1)
+        if (points[1]["line"], points[1]["character"]) < (points[0]["line"], points[0]["character"]):
+            span["start"], span["end"] = points[1], points[0]
+        change.pop("rangeLength", None)  # deprecated, and wrong whenever the range was
+    return True
+
+
+def _protocol_class():
+    """pygls' protocol with what the LSP asks of a server and pygls 2.1 does not do:
+
+    - a request after ``shutdown`` is answered with ``InvalidRequest`` (pygls drops it silently,
+      and the client waits for good);
+    - the futures of finished notification handlers are dropped (pygls keeps each one in
+      ``_request_futures``, ~1 KB per keystroke for the life of the server);
+    - a ``didChange`` whose range is outside the document, reversed or negative is clamped and
+      applied (pygls drops a negative one, and the document is out of sync and never linted
+      again at that version); one that cannot be read at all re-reads the document from disk;
+      in every case the server's own ``didChange`` handler runs, so the version is linted.
+    """
+    from lsprotocol import types as lsp
+    from pygls.exceptions import JsonRpcInvalidRequest
+    from pygls.protocol import LanguageServerProtocol
+    from pygls.protocol.json_rpc import RPCRequest
+    from pygls.protocol.language_server import lsp_method
+
+    class Protocol(LanguageServerProtocol):
+        #: called with the URI of a document re-read after an edit that could not be applied
+        on_resync: Optional[Any] = None
+
+        def handle_message(self, message):
+            if (self._shutdown and isinstance(message, RPCRequest) and getattr(message, "method", None)
+                    and message.method != lsp.EXIT):
+                self._send_response(message.id, None, JsonRpcInvalidRequest(
+                    f"the server is shutting down: {message.method} after shutdown").to_response_error())
+                return
+            try:
+                super().handle_message(message)
+            finally:
+                futures = self._request_futures
+                for key in [key for key, future in futures.items() if future.done()]:
+                    futures.pop(key, None)
+
+        def structure_message(self, data):
+            if isinstance(data, dict) and data.get("method") == lsp.TEXT_DOCUMENT_DID_CHANGE and "jsonrpc" in data:
+                if _clean_change_params(data):
+                    try:
+                        return super().structure_message(data)
+                    except Exception:
+                        pass
+                resync = self._resync_params(data)
+                if resync is not None:
+                    return super().structure_message(resync)
+            return super().structure_message(data)
+
+        def _resync_params(self, data: dict) -> Optional[dict]:
+            """A ``didChange`` that cannot be applied, as the whole text of the file on disk
+            (or the text the server has, for a buffer without a file)."""
+            params = data.get("params")
+            ident = params.get("textDocument") if isinstance(params, dict) else None
+            uri = ident.get("uri") if isinstance(ident, dict) else None
+            if not isinstance(uri, str) or self._workspace is None:
+                return None
+            doc = self._workspace.text_documents.get(unquote(uri))
+            if doc is None:
+                return None
+            text = doc.source
+            if uri.startswith("file:"):
+                from pygls.uris import to_fs_path
+
+                try:
+                    with open(to_fs_path(uri) or "", encoding="utf-8", newline="") as f:
+                        text = f.read()
+                except (OSError, ValueError):
+                    pass
+            logger.error("an edit to %s could not be applied; re-read the document", uri)
+            if self.on_resync is not None:
+                self.on_resync(uri)
+            version = ident.get("version")
+            return {**data, "params": {"textDocument": {"uri": uri, "version": version if type(version) is int else doc.version or 0},
+                                       "contentChanges": [{"text": text}]}}
+
+        @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+        def lsp_text_document__did_change(self, params: "lsp.DidChangeTextDocumentParams"):
+            doc = self.workspace.text_documents.get(unquote(params.text_document.uri))
+            if doc is not None:
+                encoding = getattr(self.workspace.position_encoding, "value", None) or "utf-16"
+                text = doc.source
+                for change in params.content_changes:
+                    if isinstance(change, lsp.TextDocumentContentChangePartial):
+                        text = apply_change(text, change.range, change.text, encoding)
+                    else:
+                        text = change.text
+                whole = lsp.TextDocumentContentChangeWholeDocument(text=text)
+                self.workspace.update_text_document(params.text_document, whole)
+            if (user_handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+                yield user_handler, (params,), None
+
+    return Protocol
+
+
 def _kind_wanted(kind: str, only: Optional[Sequence[str]]) -> bool:
     """LSP kinds are hierarchical: asking for ``source`` includes ``source.fixAll.torchlint``."""
     return not only or any(kind == k or kind.startswith(k + ".") for k in only)
 
 
-def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
+def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool] = None):
     from lsprotocol import types as lsp
     from pygls.lsp.server import LanguageServer
 
@@ -416,9 +580,9 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
     )
     server = LanguageServer(
         "torchlint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
-        notebook_document_sync=notebook_sync,
+        notebook_document_sync=notebook_sync, protocol_cls=_protocol_class(),
     )
-    session = Session(root=os.getcwd(), debounce=debounce_ms / 1000.0)
+    session = Session(root=os.getcwd(), debounce=debounce_ms / 1000.0, preview=preview)
     server.torchlint_session = session  # for tests and debugging
 
     def show_once(message: str, kind=lsp.MessageType.Error) -> None:
@@ -426,6 +590,10 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
             return
         session.shown_errors.add(message)
         server.window_show_message(lsp.ShowMessageParams(type=kind, message=message))
+
+    server.protocol.on_resync = lambda uri: show_once(
+        f"torchlint: an edit to {uri} could not be applied (invalid change); the document was re-read",
+        lsp.MessageType.Warning)
 
     def lsp_range(json_range: dict) -> "lsp.Range":
         start, end = json_range["start"], json_range["end"]
@@ -899,6 +1067,12 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS):
         action.edit = resolved.edit if resolved else lsp.WorkspaceEdit(changes={uri: []})
         return action
 
+    @server.feature(lsp.EXIT)
+    def exit_(params: Any = None) -> None:
+        # pygls ends the loop with SystemExit(0 or 1) and then swallows it: ``serve_stdio``
+        # exits with this code (LSP: 1 when ``shutdown`` did not come first)
+        session.exit_code = 0 if server.protocol._shutdown else 1
+
     @server.feature(lsp.SHUTDOWN)
     def shutdown(params: Any = None) -> None:
         for task in list(session.pending.values()) + list(session.notebook_pending.values()):
@@ -919,16 +1093,31 @@ class FramedReader:
     header block is checked first (``Content-Length`` digits only, at most ``MAX_BODY``) and
     a body must look like JSON; after a malformed message the reader logs one line and resyncs
     at the next line that ends with a valid ``Content-Length`` header. At the end of input it
-    returns b"", and pygls stops."""
+    returns b"", and pygls stops.
+
+    A ``Content-Length`` too long would otherwise wait for bytes the client never sends (it is
+    waiting for the answer): when the stream is a pipe or a file (it has a descriptor) and no
+    byte has come for ``STALL_S`` seconds in the middle of a body, the bytes read so far are
+    taken for what they are: a complete JSON message at their start is that message, and a
+    ``Content-Length`` header after it is where the next one starts."""
 
     MAX_BODY = 64 * 1024 * 1024
+    STALL_S = 1.0
     _HEADER = re.compile(rb"Content-Length:[ \t]*(\d{1,12})[ \t]*\r?\n\Z", re.IGNORECASE)
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream, stall_s: Optional[float] = None) -> None:
         self._stream = stream
-        self._buffer = b""  # bytes read from the stream but not yet parsed (after a resync)
+        self._buffer = bytearray()  # bytes read from the stream but not yet parsed
         self._pending = b""  # the canonical message being handed to pygls
+        self._eof = False
         self.malformed = 0
+        self.stall_s = self.STALL_S if stall_s is None else stall_s
+        self._fd: Optional[int] = None
+        if os.name != "nt":  # select() on a pipe: not on Windows
+            try:
+                self._fd = stream.fileno()
+            except (AttributeError, OSError, ValueError):  # io.BytesIO and other in-memory streams
+                self._fd = None
 
     # -- what pygls calls --
     def readline(self) -> bytes:
@@ -943,24 +1132,78 @@ class FramedReader:
         return data
 
     # -- the stream --
-    def _line(self) -> bytes:
-        if self._buffer:
-            line, sep, rest = self._buffer.partition(b"\n")
-            if sep:
-                self._buffer = rest
-                return line + sep
-            self._buffer = b""
-            return line + self._stream.readline(self.MAX_BODY)
-        return self._stream.readline(self.MAX_BODY)
+    def _fill(self, want: int = 65536, timeout: Optional[float] = None) -> Optional[bool]:
+        """Read more bytes into the buffer: True, False at the end of input, None when nothing
+        came within ``timeout`` seconds."""
+        if self._eof:
+            return False
+        want = max(65536, min(want, 1 << 20))
+        if self._fd is None:
+            read1 = getattr(self._stream, "read1", None)
+            chunk = read1(want) if read1 is not None else self._stream.read(want)
+        else:
+            if timeout is not None:
+                import select
 
-    def _exactly(self, n: int) -> bytes:
-        data, self._buffer = self._buffer[:n], self._buffer[n:]
-        while len(data) < n:
-            chunk = self._stream.read(n - len(data))
-            if not chunk:
+                ready, _, _ = select.select([self._fd], [], [], timeout)
+                if not ready:
+                    return None
+            chunk = os.read(self._fd, want)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buffer += chunk
+        return True
+
+    def _line(self) -> bytes:
+        searched = 0
+        while True:
+            at = self._buffer.find(b"\n", searched)
+            if at >= 0 or len(self._buffer) > self.MAX_BODY:
+                end = at + 1 if at >= 0 else len(self._buffer)
+                line = bytes(self._buffer[:end])
+                del self._buffer[:end]
+                return line
+            searched = len(self._buffer)
+            if not self._fill():
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line
+
+    def _body(self, n: int) -> Optional[bytes]:
+        """``n`` bytes (fewer at the end of input), or None when the stream stalled before
+        them (the bytes read so far stay in the buffer)."""
+        while len(self._buffer) < n:
+            got = self._fill(n - len(self._buffer), self.stall_s if self._fd is not None else None)
+            if got is None:
+                return None
+            if not got:
                 break
-            data += chunk
-        return data
+        body = bytes(self._buffer[:n])
+        del self._buffer[:n]
+        return body
+
+    def _stalled(self) -> Optional[bytes]:
+        """After a stall in a body: the JSON message at the start of the bytes read, with what
+        follows it left to parse; else, with a ``Content-Length`` header among them, b"" and the
+        buffer resynced there; else None (keep waiting)."""
+        data = bytes(self._buffer)
+        text = data.decode("utf-8", "surrogateescape")
+        try:
+            _, end = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
+        except ValueError:
+            end = 0
+        if end and text[:end].rstrip()[-1:] in ("}", "]"):
+            size = len(text[:end].encode("utf-8", "surrogateescape"))
+            del self._buffer[:size]
+            self._bad("Content-Length longer than the message; the message is used as it is")
+            return data[:size]
+        at = data.find(b"Content-Length:", 1)
+        if at >= 0:
+            del self._buffer[:at]
+            self._bad("Content-Length longer than the message")
+            return b""
+        return None
 
     def _bad(self, why: str) -> None:
         self.malformed += 1
@@ -989,22 +1232,32 @@ class FramedReader:
             if length is None:  # a blank line without a valid Content-Length before it
                 self._bad("no valid Content-Length")
                 continue
-            body = self._exactly(length)
+            body = self._body(length)
+            while body is None:  # the stream stalled inside the body
+                recovered = self._stalled()
+                if recovered is not None:
+                    break
+                body = self._body(length)
+            if body is None:
+                if recovered:
+                    return b"Content-Length: %d\r\n\r\n%s" % (len(recovered), recovered)
+                length = None
+                continue
             if len(body) < length:
                 return b""
             if not body.lstrip()[:1] in (b"{", b"[") or body.rstrip()[-1:] not in (b"}", b"]"):
                 self._bad("body is not a JSON message")
                 at = body.find(b"Content-Length:")  # the length was too long: the next message is in it
                 if at >= 0:
-                    self._buffer = body[at:] + self._buffer
+                    self._buffer[:0] = body[at:]
                 length = None
                 continue
             return b"Content-Length: %d\r\n\r\n%s" % (length, body)
 
 
-def serve_stdio(debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
+def serve_stdio(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool] = None) -> None:
     """Run the server over stdin/stdout until the client exits (``torchlint server``)."""
-    server = create_server(debounce_ms)
+    server = create_server(debounce_ms, preview)
     # The workers' collector policy (runner.QUIET_GC_THRESHOLD) for the server's process: every
     # lint builds ~10^5 acyclic libcst nodes that refcounting frees; with the default thresholds
     # the cyclic collector re-scans them and the parser's cached statement trees on every edit.
@@ -1020,3 +1273,5 @@ def serve_stdio(debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
     gc.freeze()
     gc.set_threshold(*QUIET_GC_THRESHOLD)
     server.start_io(FramedReader(sys.stdin.buffer), sys.stdout.buffer)
+    if server.torchlint_session.exit_code:  # `exit` without `shutdown`
+        raise SystemExit(server.torchlint_session.exit_code)

@@ -17,6 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"wait this long after the last edit before linting (default: {DEFAULT_DEBOUNCE_MS})")
     p.add_argument("--log-file", metavar="PATH", help="write the server's log here (default: stderr)")
     p.add_argument("--verbose", action="store_true", help="log debug messages")
+    p.add_argument("--preview", action="store_true", default=None,
+                   help="also run rules in preview, over the configuration's `preview`")
+    p.add_argument("--no-preview", dest="preview", action="store_false",
+                   help="do not run rules in preview, over the configuration's `preview`")
     return p
 
 
@@ -40,5 +44,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     from torchlint.server import serve_stdio
 
-    serve_stdio(args.debounce_ms)
+    serve_stdio(args.debounce_ms, preview=args.preview)
     return EXIT_OK
