@@ -7,7 +7,9 @@ from typing import List, Optional
 
 from torchlint import _cst as cst
 
-from torchlint.heuristics import is_loader_expression, moves_to_accelerator
+from torchlint.context import FixSpec, NodeEdit
+from torchlint.diagnostics import UNSAFE
+from torchlint.heuristics import is_loader_expression, is_periodic_guard, moves_to_accelerator
 from torchlint.loops import (
     calls_gradient_step,
     grad_disabled,
@@ -17,7 +19,9 @@ from torchlint.loops import (
     under_periodic_guard,
 )
 from torchlint.rules.base import GAP, Rule, gated, mentions_loader
-from torchlint.syntax import bound_names, enclosing_function, enclosing_loops, memo, method_call, name_tokens
+from torchlint.syntax import (
+    bound_names, enclosing_function, enclosing_loops, guarded_branches, memo, method_call, name_tokens,
+)
 from torchlint.torch_api import HOST_SYNC_METHODS
 from torchlint.tree import iter_children
 from torchlint.words import EVAL_WORDS as _EVAL_WORDS, TRAIN_WORDS as _TRAIN_WORDS
@@ -161,6 +165,7 @@ class HostSyncInLoop(Rule):
     """
 
     code = "TL201"
+    fix_applicability = UNSAFE
     name = "host-sync-in-loop"
     summary = "`.item()`/`.cpu()`/`.numpy()`/`.tolist()` in a training loop stalls the GPU every step."
     message = "Host-device sync every step; keep values on the device, read them under a logging guard"
@@ -321,7 +326,10 @@ class HostSyncInLoop(Rule):
             return
         if self._already_on_host(node) or _in_one_off_branch(self.ctx.ancestors, loop):
             return
-        self.report(node, self._template.format(method=first))
+        fix = None
+        if first == "item" and mc[1] == "item":
+            fix = _accumulation_fix(self.ctx, node, loop) or _per_element_fix(self.ctx, node, loop, self._on_device)
+        self.report(node, self._template.format(method=first), fix)
 
     def _check_per_step_function(self, node: cst.Call, first: str) -> None:
         """A sync at any depth of a function the project index proves runs every step (a metric
@@ -385,6 +393,152 @@ class HostSyncInLoop(Rule):
                 return True
             iterable = iterable.args[0].value
         return iterable is not None and bool(set(name_tokens(iterable)) & _EVAL_WORDS)
+
+
+# -- the fixes ----------------------------------------------------------------------------------
+# Arithmetic a tensor takes as a Python number does: `loss.item() * x.size(0)`.
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+def _accumulation_fix(ctx, call: cst.Call, loop: cst.CSTNode) -> Optional[FixSpec]:
+    """``acc += loss.item()`` (or ``acc = acc + loss.item() * n``) where ``acc`` is a number
+    bound before the loop: the sum stays on the device (``loss.detach()``) and each read of
+    ``acc`` (after the loop, or under the loop's periodic guard) becomes ``float(acc)``
+    (``int(acc)`` for a count started at ``0``: ``(pred == y).sum().item()``). None when
+    ``acc`` is read elsewhere in the loop (every step: the sync would only move), assigned in
+    any other way, or read from another function."""
+    ancestors = ctx.ancestors
+    child: cst.CSTNode = call
+    index = len(ancestors) - 1
+    while index >= 0 and isinstance(ancestors[index], cst.BinaryOperation) and isinstance(
+            ancestors[index].operator, _ARITHMETIC):
+        child, index = ancestors[index], index - 1
+    if index < 0:
+        return None
+    owner = ancestors[index]
+    if isinstance(owner, cst.AugAssign) and isinstance(owner.operator, cst.AddAssign) and owner.value is child:
+        target = owner.target
+    elif (isinstance(owner, cst.BinaryOperation) and isinstance(owner.operator, cst.Add) and owner.right is child
+          and index >= 1 and isinstance(ancestors[index - 1], cst.Assign) and ancestors[index - 1].value is owner
+          and len(ancestors[index - 1].targets) == 1):
+        target = ancestors[index - 1].targets[0].target
+        if not (isinstance(owner.left, cst.Name) and isinstance(target, cst.Name) and owner.left.value == target.value):
+            return None
+        owner = ancestors[index - 1]
+    else:
+        return None
+    if not isinstance(target, cst.Name):
+        return None
+    acc = target.value
+    scope = enclosing_function(ctx) or ctx.module
+    if isinstance(scope, cst.FunctionDef) and any(
+            isinstance(n, (cst.Global, cst.Nonlocal)) for n in iter_children_deep(scope)):
+        return None
+    init = None
+    reads: List[cst.Name] = []
+    for node, path in _names_with_paths(scope, acc):
+        if any(isinstance(p, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for p in path[1:]):
+            return None  # read or bound in a nested scope: not followed
+        parent = path[-1] if path else None
+        in_loop = any(p is loop for p in path)
+        if parent is owner and (node is target or (isinstance(owner, cst.Assign) and node is owner.value.left)):
+            continue  # the accumulation itself
+        if isinstance(parent, cst.AssignTarget):
+            statement = path[-2]
+            value = statement.value if isinstance(statement, cst.Assign) else None
+            if len(statement.targets) != 1 or not isinstance(value, (cst.Integer, cst.Float)):
+                return None
+            if not in_loop:
+                if init is not None:
+                    return None  # bound twice before the loop
+                init = value
+            continue  # `running = 0.0` again under the logging guard
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.Del, cst.For, cst.WithItem, cst.AsName,
+                               cst.NamedExpr, cst.Param, cst.Global, cst.Nonlocal)) or isinstance(parent, cst.Attribute) and parent.attr is node:
+            return None
+        if isinstance(parent, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)) and any(
+                isinstance(p, (cst.AssignTarget, cst.For)) for p in path):
+            return None
+        if in_loop and not any(is_periodic_guard(t) for t in guarded_branches(_below(path, loop) + [node])):
+            return None  # read every step
+        reads.append(node)
+    if init is None or not reads:
+        return None
+    count = isinstance(init, cst.Integer) and _counts(call)
+    cast = "int" if count else "float"
+    # a count of comparisons carries no graph: `.item()` goes; anything else is detached
+    kept = NodeEdit(call, ctx.module.code_for_node(call.func.value)) if count else NodeEdit(call.func.attr, "detach")
+    edits = [kept] + [NodeEdit(r, f"{cast}({acc})") for r in reads]
+    return FixSpec(UNSAFE, f"Sum on the device (`.detach()`), read `{cast}({acc})` when logging", tuple(edits))
+
+
+def _counts(call: cst.Call) -> bool:
+    """``(pred == y).sum().item()``, ``pred.eq(y).sum().item()``: an integer count."""
+    receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+    mc = method_call(receiver) if receiver is not None else None
+    if mc is None or mc[1] != "sum" or receiver.args:
+        return False
+    inner = mc[0]
+    while isinstance(inner, cst.Call) and method_call(inner) is not None and method_call(inner)[1] in ("squeeze", "view", "flatten", "long", "int"):
+        inner = method_call(inner)[0]
+    if isinstance(inner, cst.Comparison):
+        return True
+    mc = method_call(inner)
+    return mc is not None and mc[1] in ("eq", "ne", "gt", "lt", "ge", "le")
+
+
+def _below(path: List[cst.CSTNode], loop: cst.CSTNode) -> List[cst.CSTNode]:
+    for index, node in enumerate(path):
+        if node is loop:
+            return path[index + 1:]
+    return path
+
+
+def iter_children_deep(root: cst.CSTNode):
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(iter_children(node))
+
+
+def _names_with_paths(root: cst.CSTNode, name: str):
+    """(Name node spelt ``name``, its ancestors from ``root``) under ``root``."""
+    stack: List[tuple] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, cst.Name) and node.value == name:
+            yield node, list(path)
+            continue
+        inner = path + (node,)
+        stack.extend((child, inner) for child in reversed(list(iter_children(node))))
+
+
+def _per_element_fix(ctx, call: cst.Call, loop: cst.CSTNode, on_device) -> Optional[FixSpec]:
+    """``for v in t: ... v.item() ...`` where ``t`` is a device tensor and every read of ``v``
+    in that loop is ``v.item()``: one copy, ``for v in t.tolist():``, and ``v`` read as is."""
+    receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+    if not isinstance(receiver, cst.Name):
+        return None
+    inner = next((a for a in reversed(ctx.ancestors) if isinstance(a, cst.For) and isinstance(a.target, cst.Name)
+                  and a.target.value == receiver.value), None)
+    if inner is None or inner is loop or not any(a is loop for a in ctx.ancestors):
+        return None
+    if not isinstance(inner.iter, (cst.Name, cst.Attribute)) or not on_device(inner.iter):
+        return None
+    items = []
+    for node, path in _names_with_paths(inner.body, receiver.value):
+        parent = path[-1] if path else None
+        grand = path[-2] if len(path) >= 2 else None
+        if not (isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "item"
+                and isinstance(grand, cst.Call) and grand.func is parent and not grand.args):
+            return None
+        items.append(grand)
+    if inner.orelse is not None or not items:
+        return None
+    iterated = ctx.module.code_for_node(inner.iter)
+    edits = [NodeEdit(inner.iter, f"{iterated}.tolist()")] + [NodeEdit(i, receiver.value) for i in items]
+    return FixSpec(UNSAFE, f"Copy once: `for {receiver.value} in {iterated}.tolist()`", tuple(edits))
 
 
 RULES = [HostSyncInLoop]

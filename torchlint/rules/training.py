@@ -14,15 +14,15 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.context import FixSpec, NodeEdit
+from torchlint.context import INSERT_BEFORE, REPLACE, FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
 from torchlint.heuristics import is_loader_expression, is_optimizer_like
 from torchlint.imports import dotted_name
 from torchlint.loops import calls_gradient_step, grad_disabled
 from torchlint.rules.base import GAP, Rule, gated, mentions_loader
-from torchlint.semantic import ASSIGN, AUGMENT, DEF, PARAM
+from torchlint.semantic import ASSIGN, AUGMENT, DEF, LOOP, PARAM
 from torchlint.syntax import (
-    enclosing_function, enclosing_loops, loop_types, memo, method_call, name_tokens, scope_types,
+    bound_names, enclosing_function, enclosing_loops, loop_types, memo, method_call, name_tokens, scope_types,
 )
 from torchlint.tree import _children, walk
 from torchlint.words import ACCUMULATION_WORDS, EVAL_WORDS, GRAD_NEEDING_WORDS, MODEL_WORDS
@@ -213,6 +213,191 @@ def _mentions(root: cst.CSTNode, names: frozenset) -> bool:
     return False
 
 
+# -- fix helpers -------------------------------------------------------------------------------
+
+def statement_in_block(block: cst.BaseSuite, target: cst.CSTNode,
+                       default_indent: str = "    ") -> Optional[Tuple[cst.CSTNode, str]]:
+    """(the innermost statement holding ``target`` that sits in an indented block at or under
+    ``block``, the indentation of that statement relative to ``block``'s owner); None when
+    ``target`` is not under ``block`` or sits in a nested function, class or lambda."""
+    def search(suite, indent: str):
+        if not isinstance(suite, cst.IndentedBlock):
+            return None
+        inner = indent + (suite.indent if suite.indent is not None else default_indent)
+        for statement in suite.body:
+            if statement is target or any(n is target for n in walk(statement, scope_types())):
+                if isinstance(statement, cst.BaseCompoundStatement) and not isinstance(statement, scope_types()):
+                    for child in _suites(statement):
+                        deeper = search(child, inner)
+                        if deeper is not None:
+                            return deeper
+                return (statement, inner) if not isinstance(statement, scope_types()) else None
+        return None
+
+    return search(block, "")
+
+
+def _suites(statement: cst.BaseCompoundStatement) -> Iterator[cst.BaseSuite]:
+    """The blocks of a compound statement: body, ``else``/``elif``, handlers, ``finally``."""
+    yield statement.body
+    orelse = getattr(statement, "orelse", None)
+    while orelse is not None:
+        yield orelse.body
+        orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+    for handler in getattr(statement, "handlers", ()):
+        yield handler.body
+    final = getattr(statement, "finalbody", None)
+    if final is not None:
+        yield final.body
+
+
+def replace_statement(ctx, statement: cst.BaseCompoundStatement, new: cst.BaseCompoundStatement) -> Optional[NodeEdit]:
+    """An edit replacing the compound ``statement`` (in an indented block around the node being
+    visited, or the one visited) with ``new``, printed at its indentation. The statement's range
+    runs from its keyword to the end of its last line's code: the comment lines above it, the
+    last line's trailing comment and the comment lines after it stay where they are, so ``new``
+    is printed without them. None for a statement whose last block cannot be told."""
+    from torchlint.context import render_node
+
+    new = _without_tail(new.with_changes(leading_lines=()))
+    if new is None:
+        return None
+    indent = ctx.indentation(upto=statement) if any(a is statement for a in ctx.ancestors) else ctx.indentation()
+    code = render_node(ctx.module, new, indent)
+    return NodeEdit(statement, code[len("".join(indent)):].rstrip("\r\n"), REPLACE)
+
+
+def wrap_in_with(ctx, statement: cst.BaseCompoundStatement, item: str) -> Optional[NodeEdit]:
+    """An edit putting ``statement`` under ``with <item>:``, one level deeper."""
+    wrapped = cst.With(items=[cst.WithItem(item=cst.parse_expression(item))],
+                       body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())]))
+    return replace_statement(ctx, statement, wrapped)
+
+
+def _without_tail(statement):
+    """``statement`` without its last line's trailing comment and the comment lines that end its
+    last blocks (what lies after its range); None for a statement kind not handled."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return statement.with_changes(trailing_whitespace=cst.TrailingWhitespace())
+    if isinstance(statement, cst.Try):
+        if statement.finalbody is not None:
+            return _with_suite(statement, "finalbody", statement.finalbody)
+        if statement.orelse is not None:
+            return _with_suite(statement, "orelse", statement.orelse)
+        handlers = list(statement.handlers)
+        last = _suite_without_tail(handlers[-1].body)
+        if last is None:
+            return None
+        handlers[-1] = handlers[-1].with_changes(body=last)
+        return statement.with_changes(handlers=handlers)
+    if isinstance(statement, (cst.For, cst.While, cst.If)) and statement.orelse is not None:
+        if isinstance(statement.orelse, cst.If):
+            inner = _without_tail(statement.orelse)
+            return None if inner is None else statement.with_changes(orelse=inner)
+        return _with_suite(statement, "orelse", statement.orelse)
+    if isinstance(statement, (cst.For, cst.While, cst.If, cst.With, cst.FunctionDef, cst.ClassDef)):
+        body = _suite_without_tail(statement.body)
+        return None if body is None else statement.with_changes(body=body)
+    return None
+
+
+def _with_suite(statement, field: str, clause):
+    """``statement`` whose ``field`` clause (``else:``/``finally:``) loses its tail."""
+    body = _suite_without_tail(clause.body)
+    return None if body is None else statement.with_changes(**{field: clause.with_changes(body=body)})
+
+
+def _suite_without_tail(suite):
+    if isinstance(suite, cst.SimpleStatementSuite):
+        return suite.with_changes(trailing_whitespace=cst.TrailingWhitespace())
+    if not isinstance(suite, cst.IndentedBlock) or not suite.body:
+        return None
+    last = _without_tail(suite.body[-1])
+    return None if last is None else suite.with_changes(body=[*suite.body[:-1], last], footer=())
+
+
+_HOST_METHODS = frozenset({"item", "tolist", "numpy"})
+_HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "round"})
+_HARMLESS_BUILTINS = frozenset({"print", "len", "float", "int", "bool", "str", "round", "range", "enumerate",
+                                "zip", "isinstance", "min", "max", "abs", "format"})
+
+
+def _host_value(node: Optional[cst.BaseExpression]) -> bool:
+    """A Python number or string made on the host: ``t.item()``, ``t.tolist()``,
+    ``float(t)``, literals, and arithmetic of those."""
+    if node is None:
+        return False
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.Name)):
+        return not isinstance(node, cst.Name) or node.value in ("True", "False", "None")
+    if isinstance(node, cst.BinaryOperation):
+        return _host_value(node.left) and _host_value(node.right)
+    if isinstance(node, cst.UnaryOperation):
+        return _host_value(node.expression)
+    if isinstance(node, cst.Call):
+        method = method_call(node)
+        if method is not None and method[1] in _HOST_METHODS:
+            return True
+        return isinstance(node.func, cst.Name) and node.func.value in _HOST_BUILTINS
+    return False
+
+
+def _tensor_escapes(ctx, loop: cst.For, scope: cst.CSTNode) -> bool:
+    """Could a tensor made in the loop be used after it (where an inference-mode tensor would
+    fail in autograd)? True unless every value the loop's body keeps is a host value: names it
+    binds or fills (``append``) that are read outside the loop hold only ``.item()``-style
+    values; no attribute or item is assigned, no ``return``/``yield`` hands a value out, and no
+    call other than the model's, torch's and harmless builtins is handed a value."""
+    semantic = ctx.semantic
+    kept: Dict[str, List[Optional[cst.BaseExpression]]] = {}
+    for site in loop_sites(ctx, loop):
+        node = site.node
+        if isinstance(node, (cst.Return, cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
+            return True
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, cst.Name):
+                    kept.setdefault(target.value, []).append(node.value)
+                elif isinstance(target, (cst.Tuple, cst.List)) and all(
+                        isinstance(e.value, cst.Name) for e in target.elements):
+                    for name in bound_names(target):
+                        kept.setdefault(name, []).append(None)
+                else:
+                    return True  # self.x = out, cache[k] = out
+        elif isinstance(node, (cst.For, cst.NamedExpr)) or isinstance(node, cst.WithItem) and node.asname:
+            for name in bound_names(node.target if not isinstance(node, cst.WithItem) else node.asname.name):
+                kept.setdefault(name, []).append(None)
+        elif isinstance(node, cst.Call) and node.args:
+            method = method_call(node)
+            if method is not None and isinstance(method[0], cst.Name) and method[1] in ("append", "extend", "add", "insert"):
+                kept.setdefault(method[0].value, []).append(node.args[-1].value)
+                continue
+            if method is not None and isinstance(method[0], cst.Name) and method[0].value in kept:
+                continue  # a method of a value made in this iteration
+            if semantic.resolve_call(node) is not None and (semantic.resolve_call(node) or "").startswith("torch."):
+                continue
+            if isinstance(node.func, cst.Name) and node.func.value in _HARMLESS_BUILTINS and semantic.lookup(node.func) is None:
+                continue
+            if method is not None and not isinstance(method[0], cst.Name):
+                continue  # a method of an expression: `out.argmax(1).eq(y)`
+            if method is not None and method[0].value not in kept and semantic.lookup(method[0]) is not None and all(
+                    b.kind == LOOP and b.statement is loop for b in semantic.lookup(method[0]) or []):
+                continue  # a method of what the loader yielded: `x.to(device)`
+            if isinstance(node.func, (cst.Name, cst.Attribute)) and semantic.resolve_call(node) is None and not method:
+                continue  # model(x): calling the model is what the loop is for
+            if method is not None and method[1] == "forward":
+                continue
+            return True
+    if not kept:
+        return False
+    inside = {id(n) for n in walk(loop)}
+    for node in walk(scope):
+        if isinstance(node, cst.Name) and node.value in kept and id(node) not in inside:
+            if not all(_host_value(v) for v in kept[node.value]):
+                return True
+    return False
+
+
 # -- TL406 -------------------------------------------------------------------------------------
 
 _RESET_METHODS = frozenset({"zero_", "detach_", "requires_grad_"})
@@ -242,6 +427,7 @@ class MissingZeroGrad(Rule):
     # helpers it calls and a module-level loop's whole module, it reads through ctx)
     walk_candidate = staticmethod(lambda index: index.backward_calls())
     tags = ("correctness",)
+    fix_applicability = UNSAFE
 
     def visit_For(self, node: cst.For) -> None:
         self._check(node)
@@ -263,9 +449,22 @@ class MissingZeroGrad(Rule):
             return
         site = steps[0][0]
         step = self.ctx.module.code_for_node(site.node.func) + "()"
-        self.report(site.node, self.message.format(owner=optimizer), hint=(
+        self.report(site.node, self.message.format(owner=optimizer), self._fix(loop, optimizer), hint=(
             f"It calls `backward()` and `{step}` every iteration, so each step adds to the previous "
             "gradients; reset them before `backward()`."))
+
+    def _fix(self, loop, optimizer: str) -> Optional[FixSpec]:
+        """``optimizer.zero_grad()`` on a line of its own before the statement of the loop body
+        that holds the first backward run every iteration (before the ``with autocast():`` block
+        that holds it, when the backward is a one-line suite there)."""
+        backward = next(s.node for s in backward_calls(self.ctx, loop) if not s.guards)
+        found = statement_in_block(loop.body, backward, self.ctx.module.default_indent)
+        if found is None:
+            return None
+        statement, indent = found
+        base = "".join(self.ctx.indentation())  # the loop's own indentation
+        edit = NodeEdit(statement, f"{optimizer}.zero_grad()\n{base}{indent}", INSERT_BEFORE)
+        return FixSpec(UNSAFE, f"Call `{optimizer}.zero_grad()` before `backward()`", (edit,))
 
     def _rebuilt_or_handed_off(self, loop, optimizer: str) -> bool:
         semantic = self.ctx.semantic
@@ -361,6 +560,7 @@ class DdpNoSync(Rule):
     ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
     walk_candidate = staticmethod(lambda index: index.backward_calls())  # a loop is looked at for its own backward
     tags = ("performance", "distributed")
+    fix_applicability = UNSAFE
 
     def visit_For(self, node: cst.For) -> None:
         self._check(node)
@@ -378,14 +578,70 @@ class DdpNoSync(Rule):
         scope = self.ctx.enclosing(cst.ClassDef) or _scope_of(self.ctx)
         if _controls_sync(self.ctx, scope):
             return
-        if not self._ddp_model_in(loop):
+        models: List[cst.BaseExpression] = []
+        if not self._ddp_model_in(loop, models):
             return
-        self.report(backwards[0].node)
+        fix = self._fix(loop, backwards[0], steps, models)
+        self.report(backwards[0].node, None if fix else self._no_fix_message, fix)
 
-    def _ddp_model_in(self, loop) -> bool:
+    _no_fix_message = (
+        "DDP all-reduces on every micro-step; run the non-final forward/backward under `model.no_sync()`"
+    )
+
+    def _fix(self, loop, backward: Site, steps, models) -> Optional[FixSpec]:
+        """The loop body's statements from the first that calls the DDP model to the one that
+        holds the backward go under ``with contextlib.nullcontext() if <the step's guard> else
+        model.no_sync():``. Only where the model is certainly the DDP object (every binding a
+        ``DistributedDataParallel(...)``), the step sits under an ``if`` of the loop body after
+        the backward, and that ``if``'s test can be read earlier: no call but ``len``, and
+        nothing between reassigns what it reads."""
+        body = loop.body
+        if not isinstance(body, cst.IndentedBlock) or not models:
+            return None
+        statements = list(body.body)
+
+        def top(target) -> Optional[int]:
+            return next((i for i, s in enumerate(statements) if s is target or any(n is target for n in walk(s))), None)
+
+        last = top(backward.node)
+        guard_index = top(steps[0][0].node)
+        if last is None or guard_index is None or guard_index <= last:
+            return None
+        guard = statements[guard_index]
+        if not isinstance(guard, cst.If) or not is_accumulation_guard(guard.test) or not any(
+                n is steps[0][0].node for n in walk(guard.body)):
+            return None
+        names = {dotted_name(m) for m in models}
+        first = next((i for i in range(last + 1) if any(
+            isinstance(n, cst.Call) and dotted_name(n.func) in names for n in walk(statements[i]))), None)
+        if first is None or not _readable_early(guard.test, statements[first:guard_index]):
+            return None
+        model = next(m for m in models if any(
+            isinstance(n, cst.Call) and n.func is m for s in statements[first:last + 1] for n in walk(s)))
+        import_edit, contextlib_name = self.ctx.import_edit("contextlib")
+        test = self.ctx.module.code_for_node(guard.test.with_changes(lpar=(), rpar=()) if isinstance(
+            guard.test, cst.BaseExpression) else guard.test)
+        if isinstance(guard.test, (cst.IfExp, cst.Lambda)):
+            test = f"({test})"
+        item = f"{contextlib_name}.nullcontext() if {test} else {dotted_name(model)}.no_sync()"
+        wrapped = cst.With(
+            items=[cst.WithItem(item=cst.parse_expression(item))],
+            body=cst.IndentedBlock(body=[statements[first].with_changes(leading_lines=()), *statements[first + 1:last + 1]]),
+            leading_lines=statements[first].leading_lines,
+        )
+        new_loop = loop.with_changes(body=body.with_changes(
+            body=[*statements[:first], wrapped, *statements[last + 1:]]))
+        edit = replace_statement(self.ctx, loop, new_loop)
+        if edit is None:
+            return None
+        edits = (edit,) if import_edit is None else (import_edit, edit)
+        return FixSpec(UNSAFE, f"Run the non-final micro-steps under `{dotted_name(model)}.no_sync()`", edits)
+
+    def _ddp_model_in(self, loop, certain: Optional[List[cst.BaseExpression]] = None) -> bool:
         """Is an object called in the loop bound to ``DistributedDataParallel(...)``? When the
         objects it calls cannot be seen (parameters) and none is a module built here without
-        DDP, does the file build a DDP model?"""
+        DDP, does the file build a DDP model? ``certain`` gets the callees whose every binding
+        is a DDP."""
         semantic = self.ctx.semantic
         unknown = plain = False
         for site in loop_sites(self.ctx, loop):
@@ -400,10 +656,41 @@ class DdpNoSync(Rule):
                 unknown = True
                 continue
             if any(isinstance(v, cst.Call) and semantic.resolve_call(v) == DDP for v in values):
+                if certain is not None and all(isinstance(v, cst.Call) and semantic.resolve_call(v) == DDP for v in values):
+                    certain.append(node.func)
                 return True
             if values and all(isinstance(v, cst.Call) for v in values):
                 plain = True  # a module built here without DDP
         return unknown and not plain and _file_builds_ddp(self.ctx)
+
+
+def _readable_early(test: cst.BaseExpression, between: List[cst.CSTNode]) -> bool:
+    """Can ``test`` be evaluated before ``between`` runs and give the same answer: it calls
+    nothing but ``len``, and no statement of ``between`` assigns a name or attribute it reads?"""
+    read = set()
+    for node in walk(test):
+        if isinstance(node, cst.Call) and not (isinstance(node.func, cst.Name) and node.func.value == "len"):
+            return False
+        if isinstance(node, (cst.NamedExpr, cst.Await, cst.Yield)):
+            return False
+        if isinstance(node, cst.Name):
+            read.add(node.value)
+        if isinstance(node, cst.Attribute) and dotted_name(node):
+            read.add(dotted_name(node))
+    for statement in between:
+        for node in walk(statement):
+            targets: List[cst.CSTNode] = []
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+                targets = [node.target]
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                targets = [node.asname.name]
+            for target in targets:
+                for inner in walk(target):
+                    if isinstance(inner, (cst.Name, cst.Attribute)) and dotted_name(inner) in read:
+                        return False
+    return True
 
 
 def _file_builds_ddp(ctx) -> bool:
@@ -670,11 +957,11 @@ class NoGradInEval(Rule):
     name = "no-grad-in-eval"
     summary = "An evaluation loop runs the model without `torch.no_grad()`/`torch.inference_mode()`."
     message = (
-        "Evaluation loop runs `{model}` with autograd on; wrap it in `with torch.inference_mode():`"
+        "Evaluation loop runs `{model}` with autograd on; run it under `torch.no_grad()`"
     )
     hint = (
         "Every forward records a graph and keeps activations alive for a backward that never comes "
-        "(`torch.no_grad()` works too)."
+        "(`torch.inference_mode()` is faster still where no output is used with autograd later)."
     )
     requires = ((mentions_loader,), (_mentions_evaluation,))
     # a finding is in a `for` over a loader (its visits look at nothing else)
@@ -716,7 +1003,27 @@ class NoGradInEval(Rule):
             return
         if function is not None and not _called_with_grad_on(ctx, function, 0):
             return
-        self.report(model[0], self.message.format(model=model[1]))
+        self.report(model[0], self.message.format(model=model[1]), self._fix(node, function))
+
+    def _fix(self, loop: cst.For, function: Optional[cst.FunctionDef]) -> Optional[FixSpec]:
+        """``@torch.no_grad()`` on a function named for evaluation that takes no gradient step
+        anywhere; else the loop wrapped in ``with torch.no_grad():``, or in
+        ``torch.inference_mode()`` when no tensor made in the loop can outlive it."""
+        ctx = self.ctx
+        import_edit, torch_name = ctx.import_edit("torch")
+        if function is not None and function.asynchronous is None and (
+                set(name_tokens(function.name)) & EVAL_WORDS) and not _takes_gradient_step(ctx, function):
+            indent = "".join(ctx.indentation(upto=function))
+            edit = NodeEdit(function, f"@{torch_name}.no_grad()\n{indent}", INSERT_BEFORE)
+            message = f"Decorate `{function.name.value}` with `@{torch_name}.no_grad()`"
+        else:
+            mode = "no_grad" if _tensor_escapes(ctx, loop, function or ctx.module) else "inference_mode"
+            edit = wrap_in_with(ctx, loop, f"{torch_name}.{mode}()")
+            if edit is None:
+                return None
+            message = f"Run the loop under `with {torch_name}.{mode}():`"
+        edits = (edit,) if import_edit is None else (import_edit, edit)
+        return FixSpec(UNSAFE, message, edits)
 
 
 def _modes_before(ctx, scope, loop) -> Dict[str, str]:
