@@ -533,7 +533,8 @@ def test_each_method_local_rule_finds_the_same_in_a_class_with_holes(monkeypatch
 
 
 @pytest.mark.parametrize("source", [
-    # a compatibility import in another function silences TL904's `vmap(...)` (compat_imported_names)
+    # a compatibility import in another function does not reach `batched`'s scope: TL904's
+    # `vmap(...)` is reported both ways (the whole-file model scopes compat_imported_names)
     "import torch\nfrom functorch import vmap\n\n\ndef batched(f, x):\n    return vmap(f)(x)\n\n\n"
     "def setup():\n    try:\n        from functorch import vmap\n    except ImportError:\n        vmap = None\n"
     "    a = 1\n    return a\n",
@@ -549,17 +550,19 @@ def test_each_method_local_rule_finds_the_same_in_a_class_with_holes(monkeypatch
 def test_what_a_rule_reads_in_other_definitions_is_not_cut_out(monkeypatch, source):
     """Findings and fixes of a partial parse are the whole parse's when a statement-local rule
     reads other definitions for something no question asks about: TL904/TL404's compatibility
-    imports and TL401's gradient accumulation (``keep_question`` keeps that definition), TL404's
-    autocast setters (read from the text). All three once differed: a TL904 and a TL401 finding
-    the whole parse does not have, a TL404 fix it withholds."""
+    imports (from the whole-file model, ``model.py``), TL401's gradient accumulation
+    (``keep_question`` keeps that definition), TL404's autocast setters (read from the text). All
+    three once differed: a TL904 and a TL401 finding the whole parse does not have, a TL404 fix it
+    withholds."""
     monkeypatch.setattr(partial, "MIN_CUT_LINES", 0)
     monkeypatch.setattr(partial, "MIN_CUT_SHARE", 0)
     for settings in (Settings(), Settings(select=("TL401", "TL404", "TL904"))):
         whole = _whole(monkeypatch, source, "m.py", settings)
         assert _as_json(engine.lint_source(source, "m.py", settings)) == _as_json(whole)
-    if "try:" in source:  # the definition with the compatibility import stays whole
+    if "try:" in source:  # the model reads the compatibility import: its definition may be cut
         plan = _plan(source, ["TL904"])
-        assert plan is None or not any(p.stub_header for p in plan.pieces)
+        assert plan is not None and any(p.stub_header or p.dropped for p in plan.pieces)
+        assert [d.code for d in engine.lint_source(source, "m.py", Settings(select=("TL904",)))] == ["TL904"]
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("TL*.py")), ids=lambda p: p.stem)

@@ -4,7 +4,9 @@ computed only for files that have findings (see ``engine``)."""
 
 from __future__ import annotations
 
+import ast
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -12,10 +14,12 @@ from torchlint import _cst as cst
 
 from torchlint.testcode import in_test_scope
 from torchlint.imports import ImportTable
+from torchlint.model import FileModel
 from torchlint.project import EMPTY_FACTS
 from torchlint.semantic import SemanticModel
 
 if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.astindex import AstIndex
     from torchlint.config import Settings
     from torchlint.rules.base import Rule
 
@@ -54,6 +58,16 @@ class PendingDiagnostic:
     hint: Optional[str] = None
 
 
+def _whole_tree(text: str) -> ast.Module:
+    """CPython's tree of ``text`` (an empty module where CPython rejects what libcst read)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ast.Module(body=[], type_ignores=[])
+
+
 def block_indents(
     module: cst.Module, ancestors: Sequence[cst.CSTNode], upto: Optional[cst.CSTNode] = None
 ) -> Tuple[str, ...]:
@@ -84,7 +98,9 @@ def render_node(module: cst.Module, node: cst.CSTNode, indent: Sequence[str] = (
 
 
 class FileContext:
-    def __init__(self, path: str, text: str, module: cst.Module, settings: "Settings", project=None) -> None:
+    def __init__(self, path: str, text: str, module: cst.Module, settings: "Settings", project=None,
+                 tree: Optional[ast.Module] = None, index: Optional["AstIndex"] = None,
+                 model: Optional[FileModel] = None) -> None:
         self.path = path
         self.text = text
         self.module = module
@@ -96,6 +112,10 @@ class FileContext:
         #: Answers of the question helpers (syntax.memo), memoized per file: (helper name, id(node)) -> answer.
         self.analysis_memo: Dict[Tuple[str, int], Any] = {}
         self._semantic: Optional[SemanticModel] = None
+        #: CPython's tree of the whole ``text`` when the caller has it (``model`` parses it otherwise)
+        self._tree = tree
+        self._index = index
+        self._model: Optional[FileModel] = model
         #: Facts about this file that come from the rest of the project (see ``project.py``).
         self.project = project if project is not None else EMPTY_FACTS
 
@@ -114,6 +134,18 @@ class FileContext:
         model = self._semantic
         if model is None:
             model = self._semantic = SemanticModel(self.module, self.imports, lambda: self.ancestors)
+        return model
+
+    @property
+    def model(self) -> FileModel:
+        """The whole-file model (``model.py``): the only window a rule has on code outside the
+        tree it walks, which may be a partial parse. Built from CPython's tree of the whole text."""
+        model = self._model
+        if model is None:
+            tree = self._tree
+            if tree is None:
+                tree = _whole_tree(self.text)
+            model = self._model = FileModel(tree, self.text, self._index)
         return model
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:

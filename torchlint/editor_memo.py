@@ -130,10 +130,13 @@ class Reuse:
 
 def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length: int,
          walks: Optional[Sequence[Sequence[Type["Rule"]]]], rules: Sequence[Type["Rule"]],
-         project: Optional["FileFacts"], fingerprint: str) -> Optional[Reuse]:
+         project: Optional["FileFacts"], fingerprint: str, model_digest: str = "") -> Optional[Reuse]:
     """The walk plan ``walks`` (None: every rule walks every statement) without the pairs the
     kept findings serve, or None when the module's statements do not line up with CPython's
-    (``body_length``: libcst's module body) or no rule can be served."""
+    (``body_length``: libcst's module body) or no rule can be served. ``model_digest``: the
+    whole-file model's answers (``model.FileModel.digest``), part of every key: a fact a rule
+    reads through the model (a loader bound in another function) changes what it finds in a
+    definition whose text did not change."""
     local = [r for r in rules if r.statement_local and r.ast_candidate is not None]
     by_name = [r for r in rules if not r.statement_local and r.reads_by_name and r.ast_candidate is not None]
     if not local and not by_name:
@@ -162,7 +165,7 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     base = tuple(texts[i] for i in range(len(groups)) if i not in is_definition)
     headers = tuple(_header(text, starts, groups[i][0]) for i in definitions)
     # a digest, not the texts: a buffer's kept answers come from many lints, each with its copy
-    common = _digest(fingerprint, path, *base, "\0headers", *headers)
+    common = _digest(fingerprint, path, model_digest, *base, "\0headers", *headers)
     digest = project.digest if project is not None else ""
     keep_answers = recent(_KEEP, path)
     contexts: Dict[str, tuple] = {}

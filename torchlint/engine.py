@@ -27,6 +27,7 @@ from torchlint.context import (
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.guards import Refusal, refusal, shallow, too_large
+from torchlint.model import FileModel
 from torchlint.parsing import LARGE_FILE_CHARS, IncrementalAst, IncrementalParser, parse_ast, parse_with_lines
 from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements, walk_plan, walk_plan_key
 from torchlint.positions import Positions
@@ -230,18 +231,20 @@ def lint_source(
         else:
             if project is None and any(r.uses_project for r in candidates):
                 project = single_file_facts(text, path, tree, incremental)
-            walks = reuse = None
+            walks = reuse = model = None
             if incremental and index is not None:  # an editor: walk only where each rule's visits matter
                 walks = _walk_plan(module, tree, candidates, index, project)
                 # and not where a statement-local rule's findings are kept from the last lint
+                model = FileModel(tree, text, index)
                 reuse = editor_memo.plan(path, text, tree, index, len(module.body), walks, candidates,
-                                         project, settings.fingerprint)
+                                         project, settings.fingerprint, model.digest())
                 if reuse is not None:
                     walks = reuse.walks
             try:
                 found = check_module(module, text, path, settings, candidates, project, tree, first_lines,
                                      stubs=_stubs(module, plan) if cut is not None else None, walks=walks,
-                                     ends=_ends(module, plan) if cut is not None else None)
+                                     ends=_ends(module, plan) if cut is not None else None, index=index,
+                                     model=model)
                 if reuse is not None:
                     found = reuse.merge(found)
             except PartialMismatch:  # a position in a left-out body, or one not placed exactly:
@@ -409,13 +412,14 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
                  project: Optional[FileFacts] = None, tree: Optional[ast.Module] = None,
                  first_lines: Optional[List[int]] = None, stubs: Optional[frozenset] = None,
                  walks: Optional[Sequence[Sequence[Type[Rule]]]] = None,
-                 ends: Optional[Dict[int, int]] = None) -> List[Diagnostic]:
+                 ends: Optional[Dict[int, int]] = None, index: Optional[AstIndex] = None,
+                 model: Optional[FileModel] = None) -> List[Diagnostic]:
     """The findings of ``rules`` on ``module``. ``stubs``: ``module`` is a partial parse
     (``partial.py``) whose statements with these ids stand for left-out bodies; a position
     needed there raises ``PartialMismatch``. ``walks``: which rules walk each statement of
     ``module.body`` (``partial.walk_plan``); None: all of them. ``ends``: a partial module's
     statements followed by a dropped definition -> the line where the text goes on after them."""
-    ctx = FileContext(path, text, module, settings, project)
+    ctx = FileContext(path, text, module, settings, project, tree, index, model)
     tops: Dict[int, cst.CSTNode] = {}  # id(pending finding) -> the top-level statement holding it
     paths: Dict[int, List[cst.CSTNode]] = {}  # id(pending finding) -> the walk's ancestors then
     report = ctx.report

@@ -17,7 +17,6 @@ from torchlint.syntax import (
     guarded_branches,
     last_name,
     literal_value,
-    memo,
     method_call,
     name_tokens,
     path_below,
@@ -86,32 +85,9 @@ def moves_to_accelerator(ctx, call: cst.CSTNode) -> bool:
 
 
 def dataloader_names(ctx) -> frozenset:
-    """Dotted names (``train_dl``, ``self.dl``) assigned from a torch DataLoader call in the file."""
-    def compute():
-        names = set()
-        if "DataLoader" not in ctx.text:
-            return frozenset()
-        from torchlint.imports import dotted_name
-        from torchlint.torch_api import DATALOADER
-
-        from torchlint.tree import small_statements
-
-        for node in small_statements(ctx.module):
-            kind = type(node)  # exact types: a failed isinstance of a libcst class is a Python call
-            if (kind is cst.Assign or kind is cst.AnnAssign) and type(node.value) is cst.Call:
-                callee = dotted_name(node.value.func)
-                if callee is not None and "." in callee and not callee.endswith(".DataLoader"):
-                    continue  # `a.b.f(...)` resolves to a name ending in `f`, never DataLoader
-                if ctx.resolve_call(node.value) != DATALOADER:
-                    continue
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                for target in targets:
-                    name = dotted_name(target)
-                    if name:
-                        names.add(name)
-        return frozenset(names)
-
-    return memo(ctx, "dataloader_names", ctx.module, compute)
+    """Dotted names (``train_dl``, ``self.dl``) assigned from a torch DataLoader call anywhere in
+    the file (the whole-file model: the assignment may be in a definition the rule does not walk)."""
+    return ctx.model.loader_names()
 
 
 def is_loader_expression(ctx, node: cst.BaseExpression) -> bool:

@@ -209,15 +209,15 @@ def test_findings_are_deterministic():
     assert len(runs) == 1
 
 
-def test_compat_imports_are_found_from_statements_alone(monkeypatch):
-    """``compat_imported_names`` walks statements only and prints an ``if``'s test only when an
-    import is under it: the same names as a walk of every node, in functions and classes, under
-    ``try``/``except ImportError``, version tests and ``elif`` branches."""
-    import libcst as cst
+def test_compat_imports_are_found_in_the_scopes_that_see_them():
+    """``compat_imported_names`` comes from the whole-file model (``model.py``): imports under
+    ``try``/``except ImportError``, version tests and ``elif`` branches, in functions and classes,
+    each visible in its own scope and the scopes it encloses (a function-local import does not
+    reach another function: TL907's ``models`` in the issue "One model, sound by construction")."""
+    import ast
 
-    from torchlint.context import FileContext
+    from torchlint.model import FileModel
     from torchlint.rules import compat
-    from torchlint.tree import walk
 
     source = textwrap.dedent('''\
         import torch
@@ -236,26 +236,13 @@ def test_compat_imports_are_found_from_statements_alone(monkeypatch):
                 if flag:
                     from functorch import hessian
                 return [vmap(g) for g in range(3)]
+        def other():
+            return jacrev
     ''')
-    module = cst.parse_module(source)
-    ctx = FileContext("m.py", source, module, Settings(), None)
-    tests = []
-    real = compat._is_version_test
-    monkeypatch.setattr(compat, "_is_version_test", lambda c, test: tests.append(test) or real(c, test))
-    found = compat.compat_imported_names(ctx)
-
-    def every_node():  # the walk it replaced
-        names = set()
-        for node in walk(module):
-            blocks = []
-            if isinstance(node, cst.Try) and any(compat._catches_compat_error(h) for h in node.handlers):
-                blocks = [node.body, *(h.body for h in node.handlers)]
-            elif isinstance(node, cst.If) and real(ctx, node.test):
-                blocks = [node.body] + ([node.orelse] if node.orelse is not None else [])
-            for block in blocks:
-                names.update(n for inner in walk(block) if isinstance(inner, (cst.Import, cst.ImportFrom))
-                             for n in compat._old_api_bindings(inner))
-        return frozenset(names)
-
-    assert found == every_node() == {"vmap", "grad", "jacrev"}
-    assert len(tests) == 4  # the `if`s with an import under them (the first has one through its elif)
+    model = FileModel(ast.parse(source), source)
+    method = (("c", "Model"), ("d", "f"))
+    assert model.compat_names(method, compat._is_old_api) == {"vmap", "grad", "jacrev"}
+    assert model.compat_names((), compat._is_old_api) == {"vmap", "grad"}
+    assert model.compat_names((("d", "other"),), compat._is_old_api) == {"vmap", "grad"}
+    assert model.compat_names((("c", "Model"),), compat._is_old_api) == {"vmap", "grad"}
+    assert model.compat_names(method, lambda target: target.startswith("torch.func")) == {"fvmap"}

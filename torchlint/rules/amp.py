@@ -49,7 +49,6 @@ class LegacyAmpApi(Rule):
     fix_applicability = SAFE
     min_torch_version = (2, 4)
     tags = ("deprecation", "mixed-precision")
-    keep_question = staticmethod(lambda index: index.compat_imports())  # compat_imported_names
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

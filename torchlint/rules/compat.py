@@ -25,11 +25,12 @@ from torchlint.deprecations import (
     is_pure_rename,
 )
 from torchlint.diagnostics import SAFE, UNSAFE
-from torchlint.fixbuilders import with_keyword_args
+from torchlint.fixbuilders import line_after, with_keyword_args
 from torchlint.imports import dotted_name
+from torchlint.model import scope_of
 from torchlint.rules.base import Rule
-from torchlint.syntax import get_arg, has_star_args, literal_value, may_bind, memo
-from torchlint.tree import compound_statements, small_statements, walk
+from torchlint.syntax import get_arg, has_star_args, literal_value, may_bind
+from torchlint.tree import walk
 
 TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
 CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
@@ -104,43 +105,16 @@ def in_compatibility_code(ctx, node: Optional[cst.CSTNode] = None) -> bool:
 
 
 def compat_imported_names(ctx) -> FrozenSet[str]:
-    """Local names bound, in compatibility code, to an old API or its module
-    (``from functorch import vmap`` under ``except ImportError``)."""
-    def compute():
-        names = set()
-        # statements alone (no expression is walked), and an `if`'s test, which prints its
-        # code, only when an import is under it (a 5,000-line trainer.py: 45 -> 4 ms)
-        for node in compound_statements(ctx.module):
-            if isinstance(node, cst.Try):
-                blocks: List[cst.CSTNode] = [node.body, *(h.body for h in node.handlers)]
-            elif isinstance(node, cst.If):
-                blocks = [node.body] + ([node.orelse] if node.orelse is not None else [])
-            else:
-                continue
-            imports = [s for block in blocks for s in small_statements(block) if isinstance(s, (cst.Import, cst.ImportFrom))]
-            if not imports:
-                continue
-            if isinstance(node, cst.Try) and not any(_catches_compat_error(h) for h in node.handlers):
-                continue
-            if isinstance(node, cst.If) and not _is_version_test(ctx, node.test):
-                continue
-            for inner in imports:
-                names.update(_old_api_bindings(inner))
-        return frozenset(names)
-
-    return memo(ctx, "compat_imported_names", ctx.module, compute)
+    """Local names bound, in compatibility code, to an old API or its module (``from functorch
+    import vmap`` under ``except ImportError``) and visible where the rule is looking: imports of
+    the module and of the functions around it (the whole-file model: the definition holding the
+    import may not be in the tree the rule walks)."""
+    return ctx.model.compat_names(scope_of(ctx.ancestors), _is_old_api)
 
 
-def _old_api_bindings(node) -> List[str]:
-    """Local names this import binds to a table entry or an old API's module."""
-    from torchlint.imports import ImportTable
-
-    table = ImportTable()
-    table.add(node)
-    return [
-        local for local, target in table.aliases.items()
-        if target in DEPRECATIONS or target in _COMPAT_IMPORT_TARGETS or target.startswith("functorch.")
-    ]
+def _is_old_api(target: str) -> bool:
+    """Is ``target`` (what a compatibility import binds) a table entry or an old API's module?"""
+    return target in DEPRECATIONS or target in _COMPAT_IMPORT_TARGETS or target.startswith("functorch.")
 
 
 def _callee_root(call: cst.Call) -> Optional[str]:
@@ -391,7 +365,6 @@ class DeprecatedApi(Rule):
     fix_applicability = SAFE
     tags = ("deprecation",)
     method_local = True  # the call or decorator and what its name resolves to
-    keep_question = staticmethod(lambda index: index.compat_imports())  # compat_imported_names
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node, node.func, node)

@@ -1,0 +1,236 @@
+"""The whole-file model: what a rule may know about the file beyond its own code.
+
+A rule walks libcst's tree of the code it looks at, and in a batch run or an editor that tree may
+hold only part of the file (``partial.py`` stubs definitions no rule has a site in; the editor
+walks only the definitions an edit touched). Anything a rule reads *outside* its own definition
+must therefore come from here: this model is built from CPython's ``ast`` tree of the **whole**
+text, never of a partial one, so what it answers cannot depend on which parts libcst parsed.
+
+Each answer is computed once per file on first use, and every answer given is recorded
+(``answers``): the editor keeps a definition's findings only while the answers its rules were
+given stay the same (``digest``), so a fact that changed elsewhere in the file (a ``global``
+loader bound in another function, an import moved into compatibility code) is never served
+stale.
+
+Facts:
+
+- ``loader_names()``: dotted names (``dl``, ``self.train_dl``) some statement of the file, in any
+  function, assigns a ``torch.utils.data.DataLoader(...)`` call to.
+- ``compat_names(scope)``: names bound, by an import in compatibility code (``try: import
+  functorch as ft / except ImportError``, an ``if`` on a version), in ``scope`` or a scope that
+  encloses it: a function-local import does not reach another function.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+
+from torchlint.torch_api import DATALOADER, canonical_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.astindex import AstIndex
+
+#: A scope: the names of the enclosing ``def``/``class`` statements, outermost first, each
+#: tagged ``"d"`` (function) or ``"c"`` (class). The module is ``()``.
+Scope = Tuple[Tuple[str, str], ...]
+
+_COMPAT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
+# the same test as rules/compat.py's ``_VERSION_TEST`` (an ``if`` that picks code by version)
+_VERSION_TEST = re.compile(
+    r"(?<![a-z])version|torch_(?:greater|less|ge|gt|le|lt|at_least|older|newer)|_TORCH_\w*\d", re.IGNORECASE
+)
+_FEATURE_TESTS = frozenset({"hasattr", "getattr"})
+_TORCH_PACKAGES = ("torch", "functorch", "torchvision")
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+class FileModel:
+    """Facts about one file's whole text, from CPython's tree (see the module docstring)."""
+
+    def __init__(self, tree: ast.Module, text: str, index: Optional["AstIndex"] = None) -> None:
+        self.tree = tree
+        self.text = text
+        self._index = index
+        #: (question, its answer) for every question asked so far, in order
+        self.answers: Dict[str, object] = {}
+
+    @property
+    def index(self) -> "AstIndex":
+        if self._index is None:
+            from torchlint.astindex import AstIndex
+
+            self._index = AstIndex(self.tree, self.text)
+        return self._index.whole()
+
+    def _ask(self, question: str, compute: Callable[[], object]):
+        try:
+            return self.answers[question]
+        except KeyError:
+            value = self.answers[question] = compute()
+            return value
+
+    def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings")) -> str:
+        """A digest of the answers to ``questions`` (asked now if they were not): what an editor
+        keys kept findings on, with the texts they were found in."""
+        parts = []
+        for question in questions:
+            value = getattr(self, question)()
+            parts.append(f"{question}={sorted(map(repr, value.items() if isinstance(value, dict) else value))}")
+        return hashlib.blake2b("\0".join(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+    # -- loaders ---------------------------------------------------------------------------------
+    def loader_names(self) -> FrozenSet[str]:
+        """Dotted names assigned from a ``DataLoader(...)`` call anywhere in the file."""
+        return self._ask("loader_names", self._loader_names)  # type: ignore[return-value]
+
+    def _loader_names(self) -> FrozenSet[str]:
+        if "DataLoader" not in self.text:
+            return frozenset()
+        index = self.index
+        calls = index.calls_of("DataLoader")
+        if calls is None:  # spellings the word search cannot follow: walk the tree
+            calls = [(node, []) for node in ast.walk(self.tree) if type(node) is ast.Call]
+        names: Set[str] = set()
+        for call, _ in calls:
+            parent = _assignment_of(self.tree, call, index)
+            if parent is None:
+                continue
+            callee = _dotted(call.func)
+            if callee is None or ("." in callee and not callee.endswith(".DataLoader")):
+                continue
+            if not index.resolves(call.func, lambda name: canonical_name(name) == DATALOADER):
+                continue
+            targets = parent.targets if type(parent) is ast.Assign else [parent.target]
+            for target in targets:
+                name = _dotted(target)
+                if name:
+                    names.add(name)
+        return frozenset(names)
+
+    # -- compatibility imports -------------------------------------------------------------------
+    def compat_bindings(self) -> Dict[Scope, FrozenSet[str]]:
+        """scope -> the names an import in compatibility code binds there."""
+        return self._ask("compat_bindings", self._compat_bindings)  # type: ignore[return-value]
+
+    def compat_names(self, scope: Scope, wanted: Callable[[str], bool]) -> FrozenSet[str]:
+        """Local names visible in ``scope`` that an import in compatibility code binds to a
+        target ``wanted`` accepts (a scope sees its own bindings, the module's and those of the
+        functions around it; a class body's are seen only in that class body)."""
+        found: Set[str] = set()
+        for where, bindings in self.compat_bindings().items():
+            if where == scope or (scope[:len(where)] == where and (not where or where[-1][0] == "d")):
+                found.update(local for local, target in bindings if wanted(target))
+        return frozenset(found)
+
+    def _compat_bindings(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+        if "import" not in self.text:
+            return {}
+        found: Dict[Scope, Set[Tuple[str, str]]] = {}
+        stack: List[Tuple[ast.AST, Scope]] = [(self.tree, ())]
+        while stack:
+            node, scope = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                kind = type(child)
+                if kind in _SCOPES:
+                    stack.append((child, scope + (("c" if kind is ast.ClassDef else "d", child.name),)))
+                    continue
+                if kind is ast.Try or kind.__name__ == "TryStar":
+                    if any(_catches_compat_error(h) for h in child.handlers):
+                        blocks = [child.body, *(h.body for h in child.handlers)]
+                        for stmt in _imports_in(blocks):
+                            found.setdefault(scope, set()).update(_bound_targets(stmt))
+                elif kind is ast.If and self._is_version_test(child.test):
+                    for stmt in _imports_in([child.body, child.orelse]):
+                        found.setdefault(scope, set()).update(_bound_targets(stmt))
+                if isinstance(child, (ast.stmt, ast.excepthandler)):
+                    stack.append((child, scope))
+        return {scope: frozenset(names) for scope, names in found.items()}
+
+    def _is_version_test(self, test: ast.expr) -> bool:
+        segment = ast.get_source_segment(self.text, test)
+        if segment is not None and _VERSION_TEST.search(segment):
+            return True
+        for node in ast.walk(test):
+            if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in _FEATURE_TESTS and node.args:
+                if self.index.resolves(node.args[0], lambda name: name.split(".", 1)[0] in _TORCH_PACKAGES):
+                    return True
+        return False
+
+
+def scope_of(ancestors: Sequence[object]) -> Scope:
+    """The ``Scope`` of a libcst node from its ancestors (``ctx.ancestors``)."""
+    from torchlint import _cst as cst
+
+    scope = []
+    for node in ancestors:
+        if isinstance(node, cst.FunctionDef):
+            scope.append(("d", node.name.value))
+        elif isinstance(node, cst.ClassDef):
+            scope.append(("c", node.name.value))
+    return tuple(scope)
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _assignment_of(tree: ast.Module, call: ast.Call, index: "AstIndex"):
+    """The ``Assign``/``AnnAssign`` whose value is ``call``, or None."""
+    for node, _ in index.nodes_on(call.lineno):
+        kind = type(node)
+        if (kind is ast.Assign or kind is ast.AnnAssign) and node.value is call:
+            return node
+    return None
+
+
+def _catches_compat_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return False
+    types = handler.type.elts if type(handler.type) is ast.Tuple else [handler.type]
+    for node in types:
+        name = _dotted(node)
+        if name is not None and name.rsplit(".", 1)[-1] in _COMPAT_ERRORS:
+            return True
+    return False
+
+
+def _imports_in(blocks: Sequence[Sequence[ast.stmt]]) -> List[ast.stmt]:
+    """The imports under the statements of ``blocks``, nested blocks included (``try: if x:
+    import y``), not those of a function or class defined there (they bind in its scope)."""
+    found: List[ast.stmt] = []
+    stack: List[ast.AST] = [s for block in blocks for s in block]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Import or kind is ast.ImportFrom:
+            found.append(node)  # type: ignore[arg-type]
+        elif kind not in _SCOPES and isinstance(node, (ast.stmt, ast.excepthandler)):
+            stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, (ast.stmt, ast.excepthandler)))
+    return found
+
+
+def _bound_targets(stmt: ast.stmt) -> Set[Tuple[str, str]]:
+    """(local name, the qualified name it is bound to) for each name an import binds."""
+    bound = set()
+    if type(stmt) is ast.Import:
+        for alias in stmt.names:
+            if alias.asname:
+                bound.add((alias.asname, alias.name))
+            else:
+                top = alias.name.split(".", 1)[0]
+                bound.add((top, top))
+    elif type(stmt) is ast.ImportFrom and stmt.level == 0 and stmt.module:
+        for alias in stmt.names:
+            if alias.name != "*":
+                bound.add((alias.asname or alias.name, f"{stmt.module}.{alias.name}"))
+    return bound
