@@ -117,3 +117,116 @@ def statement_removal_edits(ctx, call: cst.Call) -> Optional[tuple]:
     comment = line.trailing_whitespace.comment
     kept = f"{indentation(ctx)}{comment.value}\n" if comment is not None else ""
     return (NodeEdit(line, kept, DELETE_LINES),)
+
+
+def line_after(ctx, code: str):
+    """An edit putting the statement ``code`` on a line of its own right after the simple
+    statement line being visited (the nearest among ``ctx.ancestors``), at its indentation: the
+    line is printed again (its trailing comment stays on it) with ``code`` below it. None when
+    the statement shares its line with a compound statement's header (``if x: load()``)."""
+    from torchlint.context import DELETE_LINES, NodeEdit, render_node
+
+    for i in range(len(ctx.ancestors) - 1, -1, -1):
+        node = ctx.ancestors[i]
+        if isinstance(node, cst.SimpleStatementSuite):
+            return None
+        if isinstance(node, cst.SimpleStatementLine):
+            line = node
+            indents = ctx.indentation(upto=node)
+            break
+    else:
+        return None
+    text = render_node(ctx.module, line.with_changes(leading_lines=[]), indents)
+    if not text.endswith("\n"):
+        text += "\n"
+    return NodeEdit(line, f"{text}{''.join(indents)}{code}\n", DELETE_LINES)
+
+
+def _name_key(name: str) -> Tuple[int, str]:
+    """isort's / ruff's default order of the names of one ``from`` import (``order-by-type``):
+    CONSTANTS, then Classes, then functions and variables."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name
+
+
+def from_import_edit(ctx, modules: Sequence[str], name: str):
+    """An edit making ``name`` importable ``from`` the first of ``modules`` (all of which export
+    it), written as isort would: added at its sorted place to a top-level ``from <module> import
+    ...`` line of the file when there is one (the first of ``modules`` that has one), else a new
+    line ``from <modules[0]> import <name>`` at its sorted place among the ``from`` lines of its
+    section of the leading import block (after the section's ``import x`` lines)."""
+    from torchlint.context import INSERT_AFTER, INSERT_BEFORE, NodeEdit, _import_key, _is_docstring, _section, render_node
+
+    code = cst.Module([]).code_for_node
+    for module_name in modules:
+        for stmt in ctx.module.body:
+            if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+                continue
+            imp = stmt.body[0]
+            if (isinstance(imp, cst.ImportFrom) and not imp.relative and imp.module is not None
+                    and code(imp.module) == module_name and not isinstance(imp.names, cst.ImportStar)):
+                return NodeEdit(imp, render_node(ctx.module, _with_name(imp, name), ()))  # at column 0
+    module_name = modules[0]
+    line = f"from {module_name} import {name}"
+    target = (_section(module_name), 1, module_name.lower())
+    keyed = []
+    anchor = None
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+            anchor = stmt
+            key = _import_key(stmt)
+            if key is not None:
+                keyed.append((key, stmt))
+        elif anchor is None and _is_docstring(stmt):
+            anchor = stmt
+        else:
+            break
+    same = [(key, stmt) for key, stmt in keyed if key[0] == target[0]]
+    if same:
+        for key, stmt in same:
+            if key > target:
+                return NodeEdit(stmt, line + "\n", INSERT_BEFORE)
+        return NodeEdit(same[-1][1], "\n" + line, INSERT_AFTER)
+    later = [stmt for key, stmt in keyed if key[0] > target[0]]
+    if later:
+        return NodeEdit(later[0], line + "\n\n", INSERT_BEFORE)
+    earlier = [stmt for key, stmt in keyed if key[0] < target[0]]
+    if earlier:
+        return NodeEdit(earlier[-1], "\n\n" + line, INSERT_AFTER)
+    if anchor is not None:
+        return NodeEdit(anchor, "\n" + line, INSERT_AFTER)
+    if ctx.module.body:
+        return NodeEdit(ctx.module.body[0], line + "\n", INSERT_BEFORE)
+    return NodeEdit(ctx.module, line + "\n", INSERT_BEFORE)
+
+
+def _with_name(imp: cst.ImportFrom, name: str) -> cst.ImportFrom:
+    """``imp`` with ``name`` among its names, before the first name that sorts after it (the
+    others keep their order), in the line's own layout: a parenthesized list laid out one name
+    per line gets the new name on its own line."""
+    names = list(imp.names)
+    key = _name_key(name)
+    at = next((i for i, a in enumerate(names) if isinstance(a.name, cst.Name) and _name_key(a.name.value) > key),
+              len(names))
+    if len(names) >= 2 and isinstance(names[0].comma, cst.Comma):
+        between = names[0].comma.whitespace_after
+    elif imp.lpar is not None and isinstance(imp.lpar.whitespace_after, cst.ParenthesizedWhitespace):
+        between = imp.lpar.whitespace_after
+    else:
+        between = cst.SimpleWhitespace(" ")
+    if isinstance(between, cst.ParenthesizedWhitespace):
+        between = between.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    sep = cst.Comma(whitespace_after=between)
+    alias = cst.ImportAlias(name=cst.Name(name))
+    if at < len(names):
+        names.insert(at, alias.with_changes(comma=sep))
+    else:
+        last = names[-1]
+        if isinstance(last.comma, cst.Comma):  # a trailing comma stays trailing
+            closing, kept = _split_comment(last.comma.whitespace_after, between)
+            names[-1] = last.with_changes(comma=sep.with_changes(whitespace_after=kept))
+            names.append(alias.with_changes(comma=last.comma.with_changes(whitespace_after=closing)))
+        else:
+            names[-1] = last.with_changes(comma=sep)
+            names.append(alias)
+    return imp.with_changes(names=names)

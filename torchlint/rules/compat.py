@@ -199,6 +199,7 @@ class EvalAfterLoadStateDict(Rule):
     ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(TORCH_LOAD)) or any(
         type(call.func.value).__name__ == "Name" for call, _ in index.method_calls("load_state_dict")))
     preview = True
+    fix_applicability = UNSAFE
     tags = ("correctness",)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -243,7 +244,7 @@ class EvalAfterLoadStateDict(Rule):
                 and order[id(n)] > order[id(load)]
                 for n in nodes
             ):
-                self._report_at(load, self.message.format(model=name))
+                self._report_at(load, self.message.format(model=name), name)
 
     def _builds_model(self, value: cst.BaseExpression) -> bool:
         call = _unwrap_identity(value)
@@ -282,13 +283,15 @@ class EvalAfterLoadStateDict(Rule):
                     return True
         return False
 
-    def _report_at(self, node: cst.Call, message: str) -> None:
+    def _report_at(self, node: cst.Call, message: str, model: str) -> None:
         # The pass is at the scope's start; report as if at the node (noqa on its statement).
         walking = self.ctx.ancestors
         self.ctx.ancestors = _ancestors_of(self.ctx.module, node) or walking
         try:
             if not in_compatibility_code(self.ctx, node):
-                self.report(node, message)
+                edit = line_after(self.ctx, f"{model}.eval()")
+                fix = FixSpec(UNSAFE, f"Call `{model}.eval()` after loading the weights", (edit,)) if edit else None
+                self.report(node, message, fix=fix)
         finally:
             self.ctx.ancestors = walking
 

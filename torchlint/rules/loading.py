@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.context import FixSpec, NodeEdit
+from torchlint.context import INSERT_BEFORE, FixSpec, NodeEdit, block_indents
 from torchlint.diagnostics import UNSAFE
 from torchlint.imports import dotted_name
 from torchlint.loops import calls_gradient_step
@@ -22,7 +22,7 @@ from torchlint.syntax import (
     name_tokens,
 )
 from torchlint.torch_api import DATALOADER, DATALOADER_PARAMS
-from torchlint.tree import walk
+from torchlint.tree import iter_children, walk
 from torchlint.words import DISTRIBUTED_WORDS, EVAL_WORDS, TRAIN_WORDS
 
 NUM_WORKERS = DATALOADER_PARAMS.index("num_workers")
@@ -243,6 +243,7 @@ class DistributedSampler(_LoaderRule):
     )
     requires = (("DataLoader",), ("DistributedDataParallel", "init_process_group"))
     preview = True  # no finding on real code yet to show its precision
+    fix_applicability = UNSAFE
     ast_candidate = staticmethod(lambda index: index.called("DataLoader") and index.mentions(
         "DistributedDataParallel", "init_process_group", substring=True))
     tags = ("correctness", "distributed")
@@ -269,7 +270,122 @@ class DistributedSampler(_LoaderRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.distributed:
-            self.report_pending(self._training_loader)
+            self.report_pending(self._training_loader, self._fix)
+
+    def _fix(self, item: _Pending) -> Optional[FixSpec]:
+        """``sampler=DistributedSampler(dataset)`` in place of ``shuffle=`` (moved into the
+        sampler: ``shuffle=False`` when the loader did not shuffle), and
+        ``<loader>.sampler.set_epoch(<epoch>)`` first in the loop that iterates the loader once
+        per epoch. Only for a loader bound to a name of its function (or module) whose every use
+        is visible there: iterated by ``for`` (directly, through ``enumerate``/``tqdm``) or
+        handed to a call, in one epoch loop with a name as its target, or in none (one pass).
+        A dataset given as an expression other than a name would be evaluated twice: no fix."""
+        from torchlint.fixbuilders import from_import_edit, with_keyword_args
+
+        call, ctx = item.call, self.ctx
+        parent = item.ancestors[-1] if item.ancestors else None
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name) and parent.value is call):
+            return None
+        loader = parent.targets[0].target.value
+        dataset = get_arg(call, "dataset", 0)
+        if dataset is None or dotted_name(dataset.value) is None:
+            return None
+        if any(a.keyword is None for a in call.args[2:]):
+            return None  # shuffle or sampler by position
+        shuffle = get_arg(call, "shuffle", SHUFFLE)
+        sampler = get_arg(call, "sampler", SAMPLER)
+        if shuffle is not None and sampler is not None:
+            return None
+        epoch = self._epoch_loop(item, loader)
+        if epoch is False:
+            return None
+        spelling = self._sampler_name()
+        if spelling is None:
+            return None
+        edits: List[NodeEdit] = []
+        if spelling == "DistributedSampler" and spelling not in ctx.imports.aliases:
+            edits.append(from_import_edit(ctx, ("torch.utils.data", "torch.utils.data.distributed"), spelling))
+        code = ctx.module.code_for_node
+        args = code(dataset.value)
+        shuffled = shuffle is not None and literal_value(shuffle.value) is True
+        if not shuffled:
+            args += f", shuffle={code(shuffle.value)}" if shuffle is not None and literal_value(shuffle.value) is UNKNOWN else ", shuffle=False"
+        value = cst.parse_expression(f"{spelling}({args})")
+        if shuffle is not None:
+            edits += [NodeEdit(shuffle.keyword, "sampler"), NodeEdit(shuffle.value, value)]
+        elif sampler is not None:
+            edits.append(NodeEdit(sampler.value, value))
+        else:
+            edits.append(NodeEdit(call, with_keyword_args(call, [("sampler", value)])))
+        message = f"Pass `sampler={spelling}({args})`"
+        if epoch is not None and (shuffled or shuffle is not None and literal_value(shuffle.value) is UNKNOWN):
+            loop, target, path = epoch  # (an unshuffled sampler's epoch changes nothing)
+            first = loop.body.body[0]
+            indent = loop.body.indent if loop.body.indent is not None else ctx.module.default_indent
+            outer = "".join(block_indents(ctx.module, path))
+            edits.append(NodeEdit(first, f"{loader}.sampler.set_epoch({target})\n{outer}{indent}", INSERT_BEFORE))
+            message += f" and call `{loader}.sampler.set_epoch({target})` each epoch"
+        return FixSpec(UNSAFE, message, tuple(edits))
+
+    def _sampler_name(self) -> Optional[str]:
+        """How the file can spell ``DistributedSampler``: a name it imports it under, or
+        ``DistributedSampler`` when the name is free (the fix imports it); None if taken."""
+        aliases = self.ctx.imports.aliases
+        for local, target in aliases.items():
+            if target in ("torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler"):
+                return local
+        for local, target in aliases.items():  # `import torch.utils.data as tud`: tud.DistributedSampler
+            if target in ("torch.utils.data", "torch.utils.data.distributed") and local != "torch":
+                return f"{local}.DistributedSampler"
+        taken = any(isinstance(n, cst.Name) and n.value == "DistributedSampler" for n in walk(self.ctx.module))
+        return None if taken else "DistributedSampler"
+
+    def _epoch_loop(self, item: _Pending, loader: str):
+        """(the epoch loop, its target's name) for the loader bound to ``loader``; None when it
+        is iterated in one pass only; False when a use is out of sight (returned, stored,
+        rebound, used in two epoch loops, a ``while`` or a loop without a plain name)."""
+        scope = next((a for a in reversed(item.ancestors) if isinstance(a, (cst.FunctionDef, cst.Lambda, cst.ClassDef))),
+                     self.ctx.module)
+        if isinstance(scope, (cst.Lambda, cst.ClassDef)):
+            return False
+        epochs: Set[int] = set()
+        found = None
+        iterated = False
+        stack: List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...]]] = [(scope, ())]
+        while stack:
+            node, path = stack.pop()
+            if isinstance(node, cst.Name) and node.value == loader:
+                parent = path[-1] if path else None
+                if isinstance(parent, cst.AssignTarget) or isinstance(parent, (cst.Attribute,)) and parent.value is not node:
+                    if isinstance(parent, cst.AssignTarget) and parent.target is node and node is not item.ancestors[-1].targets[0].target:
+                        return False  # rebound
+                    continue
+                use = _loader_use(node, path)
+                if use is None:
+                    if isinstance(parent, (cst.Return, cst.Yield, cst.Element, cst.DictElement, cst.Assign,
+                                           cst.AnnAssign, cst.AugAssign, cst.Global, cst.Nonlocal)):
+                        return False  # handed on or stored: its epochs are out of sight
+                    continue
+                iterated = True
+                loops = [a for a in path if isinstance(a, (cst.For, cst.While)) and a is not use]
+                if not loops:
+                    continue
+                epoch = loops[-1]
+                if not (isinstance(epoch, cst.For) and isinstance(epoch.target, cst.Name) and epoch.target.value != "_"
+                        and isinstance(epoch.body, cst.IndentedBlock)):
+                    return False
+                epochs.add(id(epoch))
+                prefix = [a for a in item.ancestors[:next(i for i, a in enumerate(item.ancestors) if a is scope)]]
+                found = (epoch, epoch.target.value, [*prefix, *path[:path.index(epoch)]])
+                continue
+            if node is not scope and isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                continue
+            for child in reversed(list(iter_children(node))):
+                stack.append((child, path + (node,)))
+        if not iterated or len(epochs) > 1:
+            return False
+        return found
 
     def _training_loader(self, item: _Pending) -> bool:
         target = _bound_name(item)
@@ -320,6 +436,31 @@ class DistributedSampler(_LoaderRule):
                        for n in walk(parent.test)):
                     return True
         return False
+
+
+def _loader_use(name: cst.Name, path: Tuple[cst.CSTNode, ...]) -> Optional[cst.CSTNode]:
+    """The ``for`` that iterates the loader ``name`` (``for b in loader``, ``enumerate(loader)``,
+    ``tqdm(loader)``), or the call it is handed to (``train_one_epoch(model, loader)``); None for
+    any other use (``len(loader)``)."""
+    for i in range(len(path) - 1, -1, -1):
+        node = path[i]
+        if isinstance(node, cst.For):
+            return node if (path[i + 1] if i + 1 < len(path) else name) is node.iter else None
+        if isinstance(node, cst.Call):
+            inner = path[i + 1] if i + 1 < len(path) else name
+            if isinstance(inner, cst.Arg) and inner.value is (path[i + 2] if i + 2 < len(path) else name):
+                if isinstance(node.func, cst.Name) and node.func.value in ("len", "print", "iter", "next", "str", "repr"):
+                    return None
+                outer = path[i - 1] if i > 0 else None
+                if isinstance(outer, cst.For) and outer.iter is node:
+                    return outer
+                if isinstance(outer, (cst.Call, cst.Arg)):
+                    continue  # enumerate(tqdm(loader))
+                return node
+            return None
+        if not isinstance(node, cst.Arg):
+            return None
+    return None
 
 
 def _bound_name(item: _Pending) -> Optional[str]:

@@ -24,8 +24,10 @@ class DataParallel(Rule):
     summary = "`nn.DataParallel` is constructed; DistributedDataParallel is faster even on one machine."
     message = "`nn.DataParallel` runs all GPUs from one process; use `torch.nn.parallel.DistributedDataParallel`"
     hint = (
-        "It drives all GPUs from one process and replicates the model every step; DDP runs one process "
-        "per GPU (e.g. via `torchrun`)."
+        "It drives all GPUs from one process and replicates the model every step. No automatic fix (the "
+        "launch changes): after `dist.init_process_group(\"nccl\")` write "
+        "`model = DDP(model.to(local_rank), device_ids=[local_rank])`, give the loader a "
+        "`DistributedSampler`, and run `torchrun --nproc-per-node=NUM_GPUS train.py` (see `torchlint rule TL701`)."
     )
     requires = (("DataParallel", "data_parallel"),)
     ast_candidate = staticmethod(lambda index: index.mentions("DataParallel", "data_parallel", substring=True))
