@@ -147,3 +147,58 @@ def test_a_zombie_owner_does_not_keep_its_temporary_file(tmp_path):
     reap_stale(str(tmp_path))
     child.wait()
     assert not stale.exists() and alive.exists()
+
+
+# -- a pool worker killed mid-run (issue 32, item 6) -------------------------------------------
+
+def _killed_worker_tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "tree"
+    _corpus(tree)
+    for i in range(20):  # notebooks are linted in phase 3: enough of them for a pool there
+        shutil.copy(FIXTURES / "notebooks" / "train.ipynb", tree / "pkg0" / f"train_nb{i}.ipynb")
+    return tree
+
+
+def _findings(tree: Path, *args: str, env: dict = None, jobs: str = "2"):
+    done = subprocess.run(CLI + ["--output-format", "json", "--no-cache", "-j", jobs, *args, "."], cwd=tree,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    rows = sorted((d["filename"], d["code"], d["location"]["row"], d["location"]["column"])
+                  for d in json.loads(done.stdout or "[]"))
+    return done.returncode, rows, done.stderr
+
+
+@pytest.mark.parametrize("victim", ["TL201_0.py", "train_nb7.ipynb"], ids=["phase1", "phase3"])
+def test_a_worker_killed_once_loses_nothing(tmp_path, victim):
+    """The out-of-memory killer takes one worker: the files it had not finished run again and the
+    findings are exactly those of an undisturbed run."""
+    tree = _killed_worker_tree(tmp_path)
+    code, expected, _ = _findings(tree)
+    assert code == 1 and expected
+    env = {"TORCHLINT_TEST_KILL_WORKER": victim, "TORCHLINT_TEST_KILL_WORKER_ONCE": str(tmp_path / "killed")}
+    code, found, err = _findings(tree, env=env)
+    assert (tmp_path / "killed").exists()  # a worker did die
+    assert code == 1, err
+    assert "internal error" not in err and "torchlint: warning: a worker process died" in err
+    assert found == expected
+
+
+def test_a_file_that_kills_every_worker_is_reported_and_the_rest_stand(tmp_path):
+    tree = _killed_worker_tree(tmp_path)
+    code, expected, _ = _findings(tree)
+    victim = "TL201_0.py"
+    env = {"TORCHLINT_TEST_KILL_WORKER": victim}
+    code, found, err = _findings(tree, env=env)
+    assert code == 1, err
+    assert "internal error" not in err
+    others = [row for row in expected if not row[0].endswith(victim)]
+    mine = [row for row in found if row[0].endswith(victim)]
+    assert [row for row in found if not row[0].endswith(victim)] == others
+    assert [row[1:] for row in mine] == [("TL003", 1, 1)]
+    # TL003 off for it: the run still does not pass (exit 2, one line naming the file)
+    code, found, err = _findings(tree, "--ignore", "TL003", env=env)
+    assert code == 2
+    assert [row for row in found if not row[0].endswith(victim)] == others
+    assert any(line.startswith("torchlint: error:") and victim in line and "died" in line for line in err.splitlines()), err
+    # one worker: the same
+    code, found, err = _findings(tree, env=env, jobs="1")
+    assert code == 1  # no pool with -j 1: nothing is killed (the hook is for pool workers)

@@ -16,7 +16,7 @@ from torchlint.diagnostics import Diagnostic
 from torchlint.source import (
     SourceFile, UnreadableFile, decode_source, is_notebook_path, max_file_size, read_bytes, read_source,
 )
-from torchlint.workers import collector_paused, reraise_interrupt
+from torchlint.workers import collector_paused, reraise_interrupt, test_kill_hook
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.cache import Cache
@@ -56,6 +56,8 @@ class RunResult:
     errors: List[str] = field(default_factory=list)
     #: Files whose findings came from the results cache.
     cached: int = 0
+    #: Files whose worker process died each time it analysed them (``lost_file``).
+    lost: List[str] = field(default_factory=list)
 
 
 class FileRead(NamedTuple):
@@ -162,7 +164,11 @@ def _own_facts(path: str, summary: dict) -> "FileFacts":
 
 
 def _first_pass_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
-    return [collector_paused(_first_pass, path, settings[index]) for path, index in items]
+    rows = []
+    for path, index in items:
+        test_kill_hook(path)
+        rows.append(collector_paused(_first_pass, path, settings[index]))
+    return rows
 
 
 def _first_pass_chunk(items: Sequence[Tuple[str, int]]):
@@ -229,8 +235,11 @@ def quiet_collector():
 
 def _lint_items(items: Sequence[tuple], settings: Sequence["Settings"]):
     """Phase 3: lint (path, settings index, project facts, rules phase 1 kept or None) items."""
-    return [(path,) + collector_paused(_lint_for_cache, path, settings[index], facts, *rest)
-            for path, index, facts, *rest in items]
+    rows = []
+    for path, index, facts, *rest in items:
+        test_kill_hook(path)
+        rows.append((path,) + collector_paused(_lint_for_cache, path, settings[index], facts, *rest))
+    return rows
 
 
 def _lint_chunk(items: Sequence[Tuple[str, int]]):
@@ -313,7 +322,7 @@ def lint_paths(
 
     def first_phase(paths: Sequence[str]) -> None:
         items = [(path, index_of[path]) for path in paths]
-        for path, digest, summary, (findings, with_project, kept, guess), error in _run(items, stats, settings_list, jobs, first=True):
+        for path, digest, summary, (findings, with_project, kept, guess), error in _run(items, stats, settings_list, jobs, first=True, lost=result.lost):
             if error:
                 result.errors.append(error)
                 finished[path] = (None, [], False)
@@ -382,11 +391,11 @@ def lint_paths(
         todo.append((path, index_of[path], facts, None if facts.digest else ast_codes.get(path)))
 
     # Phase 3
-    for path, diagnostics, digest, error in _run(todo, stats, settings_list, jobs, first=False):
+    for path, diagnostics, digest, error in _run(todo, stats, settings_list, jobs, first=False, lost=result.lost):
         record(path, digest, diagnostics, error)
     if cache is not None:
         cache.save()
-        if (known is None or known.changed) and not result.errors:
+        if (known is None or known.changed) and not result.errors and not result.lost:
             cache.store_project({path: stats.get(path) for path in files},
                                 {path: facts.to_json() for path, facts in facts_of.items()})
     result.diagnostics.sort(key=Diagnostic.sort_key)
@@ -406,23 +415,48 @@ def _cached_summary(cache: Optional["Cache"], path: str, summaries: Dict[str, di
         todo.append(path)
 
 
-def _run(items: Sequence[tuple], stats, settings_list, jobs: int, first: bool) -> list:
+def _run(items: Sequence[tuple], stats, settings_list, jobs: int, first: bool,
+         lost: Optional[List[str]] = None) -> list:
     """Phase 1 (``first``) or phase 3 over ``items``, in a pool when there is enough work."""
     if not items:
         return []
     sizes = [_size(item[0], stats.get(item[0])) for item in items]
     if jobs > 1 and len(items) >= MIN_FILES_FOR_POOL and sum(sizes) >= MIN_BYTES_FOR_POOL:
-        return _run_pool(items, sizes, settings_list, jobs, _first_pass_chunk if first else _lint_chunk)
+        return _run_pool(items, sizes, settings_list, jobs, _first_pass_chunk if first else _lint_chunk, lost)
     with quiet_collector():
         return (_first_pass_items if first else _lint_items)(items, settings_list)
 
 
-def _run_pool(items, sizes, settings_list, jobs: int, task):
+def _run_pool(items, sizes, settings_list, jobs: int, task, lost: Optional[List[str]] = None):
     from torchlint.workers import map_chunked
 
     _load_engine()  # forked workers inherit it
     from torchlint import _cst  # both phases parse with libcst (phase 1: files without facts)
 
     _cst.load()  # imported here once, not once per worker
+    first = task is _first_pass_chunk
+
+    def on_lost(item: tuple) -> tuple:
+        """The row of a file whose worker died each time it was analysed (see map_chunked)."""
+        findings, error = lost_file(item[0], settings_list[item[1]])
+        if lost is not None:
+            lost.append(item[0])
+        if first:  # final findings: never linted again, never cached (no digest)
+            return item[0], None, None, (findings, False, None, None), error
+        return item[0], findings, None, error
+
     # Workers die with the run (SIGKILL/SIGTERM of this process, Ctrl-C): see workers.py.
-    return map_chunked(task, items, sizes, jobs, MAX_CHUNK, initializer=_init_worker, initargs=(settings_list,))
+    return map_chunked(task, items, sizes, jobs, MAX_CHUNK, initializer=_init_worker, initargs=(settings_list,),
+                       on_lost=on_lost)
+
+
+def lost_file(path: str, settings: "Settings") -> Tuple[List[Diagnostic], Optional[str]]:
+    """([TL003], None) for a file whose worker process died every time it analysed it (the
+    out-of-memory killer, a crash in native code), or ([], an error) where TL003 is off for it:
+    either way the run goes on with every other file's findings and does not pass."""
+    reason = "the process analysing this file died each time (killed by a signal or out of memory); not analysed"
+    if "TL003" in settings.codes_for_path(path):
+        from torchlint.engine import _engine_diagnostic
+
+        return [_engine_diagnostic("TL003", reason, path, 1, 1)], None
+    return [], f"{path}: {reason}"

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 _PR_SET_PDEATHSIG = 1
 #: The pid of the process that started this worker; None outside a pool worker.
@@ -50,11 +50,28 @@ def _init(parent_pid: int, death_signal: bool, initializer: Optional[Callable], 
         initializer(*initargs)
 
 
-def map_in_pool(fn: Callable, chunks: Sequence, jobs: int, initializer: Optional[Callable] = None,
-                initargs: tuple = ()) -> List:
-    """``[fn(chunk) for chunk in chunks]`` in ``jobs`` worker processes. On any exception in the
-    parent (KeyboardInterrupt included) the workers are killed before it propagates."""
-    from concurrent.futures import ProcessPoolExecutor
+#: How many items may each kill a worker before the run gives up (``map_chunked``).
+MAX_LOST_ITEMS = 8
+
+
+class _Lost:
+    """The result of a task whose worker died (``BrokenProcessPool``) before it finished."""
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return "LOST"
+
+
+LOST = _Lost()
+
+
+def _pool_round(fn: Callable, chunks: Sequence, jobs: int, initializer: Optional[Callable],
+                initargs: tuple) -> List:
+    """``[fn(chunk) for chunk in chunks]`` in ``jobs`` worker processes, with ``LOST`` for each
+    chunk whose worker died (killed by the out-of-memory killer, a signal, a crash in native code)
+    or that was still waiting when the pool broke. On any other exception, in a task or in the
+    parent (KeyboardInterrupt included), the workers are killed before it propagates."""
+    from concurrent.futures import ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     # PR_SET_PDEATHSIG fires when the *thread* that forked the worker ends: only ask for it when
     # that thread is the main one (a pool started from a short-lived thread would lose its workers).
@@ -64,31 +81,129 @@ def map_in_pool(fn: Callable, chunks: Sequence, jobs: int, initializer: Optional
         initializer=_init,
         initargs=(os.getpid(), death_signal, initializer, initargs),
     )
+    broken = False
+    futures: List = []
     try:
-        results = list(pool.map(fn, chunks))
+        for chunk in chunks:
+            try:
+                futures.append(pool.submit(fn, chunk))
+            except BrokenProcessPool:  # broken while still submitting: nothing more runs in it
+                broken = True
+                break
+        wait(futures)
+        results: List = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except BrokenProcessPool:
+                broken = True
+                results.append(LOST)
+        results += [LOST] * (len(chunks) - len(futures))
     except BaseException:
         kill_pool(pool)
         raise
-    pool.shutdown(wait=True)
+    if broken:
+        kill_pool(pool)
+    else:
+        pool.shutdown(wait=True)
     return results
 
 
+def map_in_pool(fn: Callable, chunks: Sequence, jobs: int, initializer: Optional[Callable] = None,
+                initargs: tuple = ()) -> List:
+    """``[fn(chunk) for chunk in chunks]`` in ``jobs`` worker processes. On any exception in the
+    parent (KeyboardInterrupt included) the workers are killed before it propagates; a worker
+    that dies is ``BrokenProcessPool`` (``map_chunked`` with ``on_lost`` runs the work again)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    results = _pool_round(fn, chunks, jobs, initializer, initargs)
+    if any(r is LOST for r in results):
+        raise BrokenProcessPool("a worker process died (killed by a signal or out of memory)")
+    return results
+
+
+#: Test hook (the fault tests): a pool worker about to handle a path that contains this text
+#: kills itself with SIGKILL, as the out-of-memory killer would. With
+#: ``TORCHLINT_TEST_KILL_WORKER_ONCE`` naming a file that does not exist yet, only the first
+#: worker dies (it creates that file first): an innocent file whose worker was killed.
+_KILL_ON = os.environ.get("TORCHLINT_TEST_KILL_WORKER") or None
+
+
+def test_kill_hook(path: str) -> None:
+    """The ``TORCHLINT_TEST_KILL_WORKER`` hook; nothing (one comparison) without it."""
+    if _KILL_ON is None or _PARENT_PID is None or _KILL_ON not in path:
+        return
+    once = os.environ.get("TORCHLINT_TEST_KILL_WORKER_ONCE")
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except OSError:
+            return  # a worker died for it already
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def map_chunked(task: Callable, items: Sequence, sizes: Sequence[int], jobs: int, max_chunk: int = 16,
-                initializer: Optional[Callable] = None, initargs: tuple = ()) -> List:
+                initializer: Optional[Callable] = None, initargs: tuple = (),
+                on_lost: Optional[Callable[[Any], Any]] = None) -> List:
     """One row per item, in the order of ``items``, where ``task(chunk) -> rows`` runs in ``jobs``
     worker processes over chunks of at most ``max_chunk`` items. Largest items (``sizes``) go
     first, so that no huge file starts last while the other cores idle; chunks are small enough
     to balance the cores when a few files dominate, large enough that the per-task round trip
-    (~0.2 ms) stays negligible. The runner and the fixer both run their pools through here."""
+    (~0.2 ms) stays negligible. The runner and the fixer both run their pools through here.
+
+    A worker that dies (the out-of-memory killer's usual pick) loses only the chunks it had not
+    finished, with ``on_lost`` given: they run again, one item a task, in a fresh pool; what is
+    lost there too runs in a pool of one worker, in order, so that the item it dies on is known.
+    That item, lost three times, becomes ``on_lost(item)``; every other item's row stands.
+    Without ``on_lost`` a dead worker is ``BrokenProcessPool`` (the fixer: a dead worker may
+    have written a file already, running it again is not safe)."""
     order = sorted(range(len(items)), key=lambda i: -sizes[i])
     ordered = [items[i] for i in order]
     chunk = max(1, min(max_chunk, len(items) // (jobs * 8)))
-    chunks = [ordered[i:i + chunk] for i in range(0, len(ordered), chunk)]
-    rows = [row for chunk_rows in map_in_pool(task, chunks, jobs, initializer, initargs) for row in chunk_rows]
+    starts = list(range(0, len(ordered), chunk))
+    chunks = [ordered[i:i + chunk] for i in starts]
+    if on_lost is None:
+        chunk_rows = map_in_pool(task, chunks, jobs, initializer, initargs)
+        rows: List = [row for rows_of in chunk_rows for row in rows_of]
+    else:
+        rows = [LOST] * len(ordered)
+        for start, chunk_rows in zip(starts, _pool_round(task, chunks, jobs, initializer, initargs)):
+            if chunk_rows is not LOST:
+                rows[start:start + len(chunk_rows)] = chunk_rows
+        lost = [i for i, row in enumerate(rows) if row is LOST]
+        if lost:
+            _warn_lost(len(lost))
+            for i, again in zip(lost, _pool_round(task, [[ordered[i]] for i in lost], jobs, initializer, initargs)):
+                if again is not LOST:
+                    rows[i] = again[0]
+            lost = [i for i in lost if rows[i] is LOST]
+        failed = 0
+        while lost:  # one worker, in order: the first item lost is the one it died on
+            results = _pool_round(task, [[ordered[i]] for i in lost], 1, initializer, initargs)
+            first = next((k for k, r in enumerate(results) if r is LOST), None)
+            failed += first is not None
+            if failed > MAX_LOST_ITEMS:  # workers die whatever they run: not a file's doing
+                from concurrent.futures.process import BrokenProcessPool
+
+                raise BrokenProcessPool("worker processes keep dying (killed by a signal or out of memory)")
+            for i, again in zip(lost, results):
+                if again is not LOST:
+                    rows[i] = again[0]
+            if first is not None:
+                rows[lost[first]] = on_lost(ordered[lost[first]])
+            lost = [i for i in lost if rows[i] is LOST]
     out: List = [None] * len(items)
     for i, row in zip(order, rows):
         out[i] = row
     return out
+
+
+def _warn_lost(count: int) -> None:
+    try:
+        print(f"torchlint: warning: a worker process died (killed by a signal or out of memory); "
+              f"running the {count} file{'s' if count != 1 else ''} it left unfinished again", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
 
 
 def kill_pool(pool) -> None:
