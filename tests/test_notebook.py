@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,10 @@ ALL = Settings(root=str(ROOT))
 
 
 def expected(name: str):
-    return [l.strip() for l in (NOTEBOOKS / f"{name}.expected").read_text().splitlines() if l.strip()]
+    lines = [l.strip() for l in (NOTEBOOKS / f"{name}.expected").read_text().splitlines() if l.strip()]
+    if name == "syntax_error" and sys.version_info < (3, 10):  # 3.9's parser: the unclosed `(` at the input's end
+        lines = [l.replace("cell 2:2:16-2:16 TL001", "cell 2:2:22-2:22 TL001") for l in lines]
+    return lines
 
 
 def found(diagnostics):
@@ -482,3 +486,25 @@ def test_server_lints_an_ipynb_text_document_and_offers_its_fix(tmp_path):
         assert any('device=\\"cuda\\"' in e["newText"] for e in edits)
     finally:
         client.close()
+
+
+def test_python_view_of_a_cell_magic_ending_in_a_quote_hides_no_finding():
+    # jupyterlab-lsp's virtual document for fixtures/notebooks/train.ipynb: its `%%bash` cell ends
+    # in `"`, and jupyterlab-lsp puts the cell unescaped in a triple-quoted string, so the view does
+    # not parse. The magic's call is masked (the command line never lints a `%%bash` cell): the
+    # notebook's findings show, at the same rows as in the view.
+    from torchlint.notebook import lint_for_editor
+
+    view = (
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n\n\n"
+        "loader = DataLoader(ds, batch_size=8)\n\n\n"
+        'get_ipython().run_cell_magic("bash", "", """# not Python\n'
+        'echo "torch.zeros(3).cuda()"""")\n\n\n'
+        'get_ipython().run_cell_magic("writefile", " helper.py", """x = torch.zeros(3).cuda()""")\n\n\n'
+        "noise = torch.zeros(16).cuda()\n"
+    )
+    found_ = [(d.code, d.location.row) for d in lint_for_editor(view, "train.ipynb", ALL)]
+    assert ("TL001" in dict(found_)) is False
+    assert ("TL101", 5) in found_ and ("TL202", 15) in found_
+    assert [row for code, row in found_ if code == "TL202"] == [15]  # not the %%writefile cell's

@@ -980,10 +980,44 @@ def fix_cells(cells: Sequence[Tuple[str, str]], path: str, settings, *, only_cel
     return {c.number: c.source for c in fixed.code_cells if c.source != cells[c.number - 1][1]}
 
 
+#: jupyterlab-lsp's Python view of a cell magic (``%%bash``, ``%%writefile``): one call holding the
+#: cell's text in a triple-quoted string it does not escape, at the start of a line.
+_VIEW_CELL_MAGIC = "get_ipython().run_cell_magic("
+_VIEW_CELL_MAGIC_ENDS = ('""")', "''')")
+
+
+def _mask_view_cell_magics(text: str) -> Tuple[str, List[Tuple[int, int]]]:
+    """``text`` with each ``get_ipython().run_cell_magic(...)`` call of a Python view masked as
+    comments of the same length, and the masked lines' offsets. The cell is not Python (the
+    command line never lints a ``%%bash`` cell either), and jupyterlab-lsp does not escape it: a
+    cell ending in a quote (``echo "done"``) makes the call a syntax error that would hide every
+    finding of the notebook. The call ends at the first line ending in three quotes and ``)``."""
+    if _VIEW_CELL_MAGIC not in text:
+        return text, []
+    out: List[str] = []
+    ranges: List[Tuple[int, int]] = []
+    offset = 0
+    inside = False
+    for raw in text.splitlines(keepends=True):
+        content = _content(raw)
+        if not inside and content.startswith(_VIEW_CELL_MAGIC):
+            inside = True
+        if inside:
+            out.append(_mask_line(content, 0, True) + raw[len(content):])
+            ranges.append((offset, offset + len(raw)))
+            inside = not content.rstrip().endswith(_VIEW_CELL_MAGIC_ENDS)
+        else:
+            out.append(raw)
+        offset += len(raw)
+    return "".join(out), ranges
+
+
 def _lint_python_view(text: str, path: str, settings) -> List[Diagnostic]:
     from torchlint.engine import lint_source
 
-    masked, ranges = mask_ipython(text)
+    unmagicked, magic_ranges = _mask_view_cell_magics(text)
+    masked, ranges = mask_ipython(unmagicked)
+    ranges = sorted(magic_ranges + ranges)
     view = ProgramCell(1, text, masked, ranges, False)
     locator = Locator(masked)
     out = []

@@ -620,7 +620,12 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
         if not _ROOT_TEXT.search(text):
             summarizer.text = text
             summarizer.reversed = text[::-1]
-            lines = list(itertools.accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
+            if "\r" in text:  # lines end at \r\n or a lone \r too, as CPython counts them
+                from torchlint.astindex import line_starts
+
+                lines = line_starts(text)
+            else:
+                lines = list(itertools.accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
             lines[-1] = len(text)  # the end of the last line, newline or not
             summarizer.lines = lines
     summary = summarizer.run(tree)
