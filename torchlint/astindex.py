@@ -591,9 +591,18 @@ def _attribute_pattern(words: Tuple[str, ...], call: bool) -> "re.Pattern[str]":
     return re.compile(rf"\.{GAP}(?:{alternatives})(?!\w){after}")  # no bracket between a dot and its name
 
 
+_LINE_END = re.compile(r"\r\n?|\n")
+
+
 def line_starts(text: str) -> List[int]:
-    """The offset where each ``\n``-separated line of ``text`` starts, then one past the end
-    (for ``bisect_right(starts, offset)``: the 1-based line of an offset)."""
+    """The offset where each line of ``text`` starts, then one past the end (for
+    ``bisect_right(starts, offset)``: the 1-based line of an offset). Lines end at ``\n``,
+    ``\r\n`` or a lone ``\r``, as CPython's tokenizer counts them."""
+    if "\r" in text:
+        starts = [0]
+        starts.extend(match.end() for match in _LINE_END.finditer(text))
+        starts.append(len(text) + 1)
+        return starts
     return list(accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
 
 

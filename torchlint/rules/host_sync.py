@@ -514,6 +514,30 @@ def _names_with_paths(root: cst.CSTNode, name: str):
         stack.extend((child, inner) for child in reversed(list(iter_children(node))))
 
 
+# Tensor methods that return one tensor (not a tuple, as `max(dim)`, `topk`, `sort` do).
+_TENSOR_METHODS = frozenset({"argmax", "argmin", "flatten", "view", "reshape", "squeeze", "detach", "long", "int",
+                             "float", "round", "sigmoid", "softmax", "cpu", "cuda", "to", "clone"})
+
+
+def _tensor_made(ctx, iterable: cst.BaseExpression) -> bool:
+    """A name bound only to a ``torch.`` call or to a tensor method that returns one tensor
+    (``preds = out.argmax(1)``): iterating it yields 0-d tensors, and ``.tolist()`` exists."""
+    if not isinstance(iterable, cst.Name):
+        return False
+    bindings = ctx.semantic.lookup(iterable)
+    if not bindings:
+        return False
+    for binding in bindings:
+        value = binding.value
+        if binding.kind != "assign" or not isinstance(value, cst.Call):
+            return False
+        method = method_call(value)
+        resolved = ctx.semantic.resolve_call(value) or ""
+        if not (resolved.startswith("torch.") or (method is not None and method[1] in _TENSOR_METHODS)):
+            return False
+    return True
+
+
 def _per_element_fix(ctx, call: cst.Call, loop: cst.CSTNode, on_device) -> Optional[FixSpec]:
     """``for v in t: ... v.item() ...`` where ``t`` is a device tensor and every read of ``v``
     in that loop is ``v.item()``: one copy, ``for v in t.tolist():``, and ``v`` read as is."""
@@ -524,7 +548,7 @@ def _per_element_fix(ctx, call: cst.Call, loop: cst.CSTNode, on_device) -> Optio
                   and a.target.value == receiver.value), None)
     if inner is None or inner is loop or not any(a is loop for a in ctx.ancestors):
         return None
-    if not isinstance(inner.iter, (cst.Name, cst.Attribute)) or not on_device(inner.iter):
+    if not isinstance(inner.iter, (cst.Name, cst.Attribute)) or not (on_device(inner.iter) or _tensor_made(ctx, inner.iter)):
         return None
     items = []
     for node, path in _names_with_paths(inner.body, receiver.value):
