@@ -969,6 +969,7 @@ class NoGradInEval(Rule):
                                  and index.loader_loops())
     walk_candidate = staticmethod(lambda index: index.loader_loops())
     tags = ("performance", "memory")
+    fix_applicability = UNSAFE
 
     def visit_For(self, node: cst.For) -> None:
         ctx = self.ctx
