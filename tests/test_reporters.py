@@ -93,7 +93,7 @@ def test_grouped_exact():
     assert render("grouped") == (
         "dir with space/a,b.py:\n"
         "  2:1 TL999 100% wasted: a, b\n"
-        "            second line\r\n"
+        "            second line\\x0d\n"  # a carriage return escaped: it would hide what precedes it
         "\n"
         "pkg/model.py:\n"
         "  1:1 TL001 invalid syntax: '<' & \"x\" </failure>\n"
@@ -330,7 +330,7 @@ def _full_with_rich(diagnostics, context):
     locators: dict = {}
     for d in diagnostics:
         header = Text()
-        header.append(f"{d.path}:{full.position(d)}: ", style="bold")
+        header.append(f"{full.printable(d.path)}:{full.position(d)}: ", style="bold")  # names escaped (issue 32)
         header.append(d.code, style="bold red")
         header.append(f" [{d.name}] ", style="cyan")
         header.append(d.message)

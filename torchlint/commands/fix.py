@@ -15,6 +15,7 @@ from torchlint.commands.report import report
 from torchlint.commands.usage import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from torchlint.diagnostics import UNSAFE, Diagnostic
 from torchlint.fixer import FixResult, effective_fixes, fix_text, lint_for_fix, unified_diff
+from torchlint.reporters.base import printable
 from torchlint.source import SourceFile, UnreadableFile, is_notebook_path
 from torchlint.workers import reraise_interrupt
 
@@ -43,12 +44,13 @@ def _lint(text: str, path: str, settings: Any) -> List[Diagnostic]:
 
 
 def file_diff(before: str, after: str, path: str) -> str:
-    """``unified_diff`` for a file; for a notebook, one diff per changed cell."""
+    """``unified_diff`` for a file; for a notebook, one diff per changed cell. A name with
+    control characters or bytes that are not UTF-8 is escaped in the headers (``printable``)."""
     if is_notebook_path(path):
         from torchlint.notebook import diff
 
-        return diff(before, after, path)
-    return unified_diff(before, after, path)
+        return diff(before, after, printable(path))
+    return unified_diff(before, after, printable(path))
 
 
 # -- files on disk -----------------------------------------------------------------------------
@@ -177,7 +179,7 @@ def fix_summary(applied: Dict[str, Counter], would: bool) -> str:
     for path in sorted(applied):
         if not applied[path]:
             continue
-        lines.append(f"- {path}:")
+        lines.append(f"- {printable(path)}:")
         for code, n in sorted(applied[path].items()):
             try:
                 name = name_for(code)
@@ -210,7 +212,7 @@ def _finish(outcomes: List[FileOutcome], checked_paths: Sequence[str], args, res
     result.diagnostics.sort(key=Diagnostic.sort_key)
     for o in outcomes:
         for warning in o.warnings:
-            print(f"torchlint: warning: {warning}", file=sys.stderr)
+            print(f"torchlint: warning: {printable(warning)}", file=sys.stderr)
     total = sum(sum(c.values()) for c in applied.values())
     fmt = args.output_format or "full"
     human = fmt in HUMAN_FORMATS
@@ -225,7 +227,7 @@ def _finish(outcomes: List[FileOutcome], checked_paths: Sequence[str], args, res
         if args.show_fixes and total:  # stderr: stdout stays a clean patch
             sys.stderr.write(fix_summary(applied, would=True))
         for error in result.errors:
-            print(f"torchlint: error: {error}", file=sys.stderr)
+            print(f"torchlint: error: {printable(error)}", file=sys.stderr)
         if not quiet:
             note = f"Would fix {_plural(total, 'finding')}." if total else "No fixes available."
             if hidden:
@@ -239,7 +241,7 @@ def _finish(outcomes: List[FileOutcome], checked_paths: Sequence[str], args, res
         if args.show_fixes and total and human:
             (sys.stderr if stdin else sys.stdout).write(fix_summary(applied, would=False))
         for error in result.errors:
-            print(f"torchlint: error: {error}", file=sys.stderr)
+            print(f"torchlint: error: {printable(error)}", file=sys.stderr)
         if not quiet and total:
             note = f"Fixed {_plural(total, 'finding')}."
             if hidden:

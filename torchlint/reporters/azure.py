@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters.base import file_ranges, is_error
+from torchlint.reporters.base import file_ranges, is_error, printable
 from torchlint.reporters.paths import display_path
 
 
@@ -25,13 +25,14 @@ def escape_property(text: str) -> str:
 def command(d: Diagnostic, root: str, start) -> str:
     properties = [
         ("type", "error" if is_error(d.code) else "warning"),
-        ("sourcepath", display_path(d.path, root)),
+        ("sourcepath", printable(display_path(d.path, root), keep="\r\n")),
         ("linenumber", str(start.row)),
         ("columnnumber", str(start.column)),
         ("code", d.code),
     ]
     props = "".join(f"{key}={escape_property(value)};" for key, value in properties)
-    return f"##vso[task.logissue {props}]{escape_data(f'{d.code} [{d.name}] {d.message}')}"
+    message = printable(f"{d.code} [{d.name}] {d.message}", keep="\r\n")
+    return f"##vso[task.logissue {props}]{escape_data(message)}"
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:

@@ -3,8 +3,11 @@ they ask of a finding (where it is, whether it is an error, its range in the fil
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from dataclasses import dataclass, field
-from typing import Dict, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 from torchlint.diagnostics import Diagnostic, Location
 
@@ -59,3 +62,63 @@ def file_ranges(diagnostics: Sequence[Diagnostic], context: ReportContext) -> Di
 def one_line(message: str) -> str:
     """A message on one line (formats that are one line per finding)."""
     return " ".join(message.split())
+
+
+# What a file name may hold that must not reach a terminal or a report as it is: C0 and C1
+# control characters (escape sequences, a newline splitting a one-line finding), DEL, Unicode's
+# line separators and bidirectional controls (text that reads other than it is), and lone
+# surrogates: the bytes of a name that is not valid UTF-8, as Python decodes it
+# (``surrogateescape``), which no UTF-8 stream, JSON parser or XML parser accepts.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: "re.Match[str]") -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte (surrogateescape): the byte itself
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with the characters above written as backslash escapes (``\\x1b``, ``\\xff``
+    for the undecodable byte 0xFF, ``\\u202e``), as ``ls -b`` shows a name; those in ``keep``
+    stay (a format that escapes them its own way). Text without any is returned as it is."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    if keep:
+        return "".join(c if c in keep else _UNPRINTABLE.sub(_escape, c) for c in text)
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` (a JSON-ready structure) with lone surrogates in its strings written as
+    ``printable`` writes them: ``json.dumps`` would emit them as ``\\udcff`` escapes, which
+    strict parsers reject (RFC 8259: not a character). Control characters are left to
+    ``json.dumps``, which escapes them."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape, value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """``json.dumps`` of ``value`` (ASCII, as by default), every string a valid one: only when
+    the plain dump holds a surrogate escape is the structure walked (``json_safe``)."""
+    text = json.dumps(value, **options)
+    if "\\ud" in text:  # ``ensure_ascii`` writes every surrogate as one (a valid pair too)
+        text = json.dumps(json_safe(value), **options)
+    return text
+
+
+def uri_path(path: str) -> str:
+    """A relative path as the path of a URI: its bytes as stored (``os.fsencode``: a name that
+    is not UTF-8 too) percent-encoded, ``/`` kept."""
+    from urllib.parse import quote_from_bytes
+
+    return quote_from_bytes(os.fsencode(path), safe="/")

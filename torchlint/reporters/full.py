@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.locator import Locator
-from torchlint.reporters.base import position
+from torchlint.reporters.base import position, printable
 
 CONTEXT_LINES = 1
 #: A long span (a whole loop or function) shows its first lines, then how many more it covers.
@@ -126,7 +126,7 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
     locators: Dict[str, Locator] = {}
     for d in diagnostics:
         header = _Text()
-        header.append(f"{d.path}:{position(d)}: ", style="bold")
+        header.append(f"{printable(d.path)}:{position(d)}: ", style="bold")
         header.append(d.code, style="bold red")
         header.append(f" [{d.name}] ", style="cyan")
         header.append(d.message)

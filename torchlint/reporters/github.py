@@ -10,7 +10,11 @@ from typing import Optional, Sequence, Tuple
 
 from torchlint.diagnostics import Diagnostic, Location
 from torchlint.reporters.paths import display_path
-from torchlint.reporters.base import is_error
+from torchlint.reporters.base import is_error, printable
+
+
+#: Escaped by ``escape_data`` (``%0D``, ``%0A``): the runner turns them back into the characters.
+LINE_ENDS = "\r\n"
 
 
 def escape_data(text: str) -> str:
@@ -35,7 +39,7 @@ def annotation(d: Diagnostic, root: str, file_range: Optional[Tuple[Location, Lo
     else:
         start, end = file_range or (None, None)  # type: ignore[assignment]  # None: the whole file
         title += f" cell {d.cell}:{d.location.row}:{d.location.column}"
-    properties = [("file", display_path(d.path, root))]
+    properties = [("file", printable(display_path(d.path, root), keep=LINE_ENDS))]
     if start is not None:
         properties += [
             ("line", str(start.row)),
@@ -45,7 +49,7 @@ def annotation(d: Diagnostic, root: str, file_range: Optional[Tuple[Location, Lo
         ]
     properties.append(("title", title))
     props = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
-    return f"::{level(d.code)} {props}::{escape_data(d.message)}"
+    return f"::{level(d.code)} {props}::{escape_data(printable(d.message, keep=LINE_ENDS))}"
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:

@@ -11,13 +11,12 @@ its number), plus how many identical findings came before it in the file.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections import Counter
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters.base import file_ranges, is_error, one_line
+from torchlint.reporters.base import dumps, file_ranges, is_error, one_line
 from torchlint.reporters.paths import display_path
 
 
@@ -59,4 +58,4 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
             "severity": "critical" if is_error(d.code) else "major",
             "location": {"path": path, "lines": {"begin": start.row, "end": max(start.row, end.row)}},
         })
-    return json.dumps(issues, indent=2) + "\n"
+    return dumps(issues, indent=2) + "\n"

@@ -6,7 +6,7 @@ from itertools import groupby
 from typing import List, Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters.base import position as where
+from torchlint.reporters.base import position as where, printable
 
 BOLD, RED, RESET = "\x1b[1m", "\x1b[31m", "\x1b[0m"
 
@@ -19,12 +19,13 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
         items = list(group)
         positions = [where(d) for d in items]
         width = max(len(p) for p in positions)
-        lines = [f"{BOLD}{path}{RESET}:" if color else f"{path}:"]
+        shown = printable(path)
+        lines = [f"{BOLD}{shown}{RESET}:" if color else f"{shown}:"]
         for position, d in zip(positions, items):
             code = f"{RED}{d.code}{RESET}" if color else d.code
             prefix = f"  {position:<{width}} {code} "
             # a multi-line message keeps its lines under the first one
-            message = d.message.replace("\n", "\n" + " " * (4 + width + len(d.code)))
+            message = printable(d.message, keep="\n").replace("\n", "\n" + " " * (4 + width + len(d.code)))
             lines.append(prefix + message)
         blocks.append("\n".join(lines) + "\n")
     return "\n".join(blocks)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
+from torchlint.reporters.base import dumps
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
-    return json.dumps([d.to_json() for d in diagnostics], indent=2, sort_keys=True) + "\n"
+    return dumps([d.to_json() for d in diagnostics], indent=2, sort_keys=True) + "\n"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
+from torchlint.reporters.base import dumps
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
-    return "".join(json.dumps(d.to_json(), sort_keys=True) + "\n" for d in diagnostics)
+    return "".join(dumps(d.to_json(), sort_keys=True) + "\n" for d in diagnostics)

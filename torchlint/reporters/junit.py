@@ -8,19 +8,25 @@ from typing import Dict, List, Sequence
 from xml.etree import ElementTree as ET
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters.base import position
+from torchlint.reporters.base import json_safe, position, printable
 
 SUITES_NAME = "torchlint"
 
 
 def _clean(text: str) -> str:
-    # XML 1.0 cannot hold most control characters, even escaped
-    return "".join(c if c in "\t\n\r" or ord(c) >= 0x20 else "\ufffd" for c in text)
+    # XML 1.0 cannot hold most control characters, even escaped, nor a lone surrogate (the
+    # undecodable bytes of a name that is not UTF-8): those are written as ``\\xff``
+    return json_safe("".join(c if c in "\t\n\r" or ord(c) >= 0x20 else "\ufffd" for c in text))
+
+
+def _name(path: str) -> str:
+    """A file name as an attribute or in a message: escaped as the terminal formats show it."""
+    return printable(path)
 
 
 def _suite(parent: ET.Element, path: str, cases: int, failures: int) -> ET.Element:
     return ET.SubElement(parent, "testsuite", {
-        "name": _clean(path), "tests": str(cases), "failures": str(failures), "errors": "0", "skipped": "0",
+        "name": _name(path), "tests": str(cases), "failures": str(failures), "errors": "0", "skipped": "0",
     })
 
 
@@ -39,15 +45,15 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
             where = position(d)
             case = ET.SubElement(suite, "testcase", {
                 "name": _clean(f"{d.code} {d.name} at {where}"),
-                "classname": _clean(path),
-                "file": _clean(path),
+                "classname": _name(path),
+                "file": _name(path),
                 "line": str(d.location.row),
             })
             failure = ET.SubElement(case, "failure", {"message": _clean(d.message), "type": d.code})
-            failure.text = _clean(f"{path}:{where}: {d.code} {d.message}")
+            failure.text = _clean(f"{_name(path)}:{where}: {d.code} {d.message}")
     for path in clean_paths:
         suite = _suite(root, path, 1, 0)
-        ET.SubElement(suite, "testcase", {"name": "torchlint", "classname": _clean(path), "file": _clean(path)})
+        ET.SubElement(suite, "testcase", {"name": "torchlint", "classname": _name(path), "file": _name(path)})
     if tests == 0:  # a report with no test at all reads as "no tests ran" in most CI systems
         suite = _suite(root, SUITES_NAME, 1, 0)
         ET.SubElement(suite, "testcase", {"name": "no findings", "classname": SUITES_NAME})

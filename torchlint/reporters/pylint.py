@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.reporters.base import file_ranges, one_line
+from torchlint.reporters.base import file_ranges, one_line, printable
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
     ranges = file_ranges(diagnostics, context)
     return "".join(
-        f"{d.path}:{ranges[id(d)][0].row}: [{d.code}({d.name}), ] {one_line(d.message)}\n" for d in diagnostics
+        f"{printable(d.path)}:{ranges[id(d)][0].row}: [{d.code}({d.name}), ] {printable(one_line(d.message))}\n" for d in diagnostics
     )

@@ -8,11 +8,10 @@ converted with the file's text.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Optional, Sequence
 
 from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Location
-from torchlint.reporters.base import file_ranges, is_error
+from torchlint.reporters.base import dumps, file_ranges, is_error
 
 SOURCE = {"name": "torchlint", "url": "https://github.com/torchlint/torchlint"}
 
@@ -56,4 +55,4 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
                 for e in fix.edits
             ]
         out.append(item)
-    return json.dumps({"source": SOURCE, "severity": "WARNING", "diagnostics": out}, indent=2) + "\n"
+    return dumps({"source": SOURCE, "severity": "WARNING", "diagnostics": out}, indent=2) + "\n"

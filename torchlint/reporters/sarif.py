@@ -7,12 +7,11 @@ characters (``columnKind: unicodeCodePoints``); ``endColumn`` is exclusive, as i
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List, Sequence
-from urllib.parse import quote
 
 from torchlint import __version__
 from torchlint.diagnostics import Diagnostic, Location
+from torchlint.reporters.base import dumps, uri_path
 from torchlint.reporters.paths import relative_path
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -63,7 +62,7 @@ def artifact_location(path: str, root: str) -> dict:
         from pathlib import Path
 
         return {"uri": Path(path).resolve().as_uri()}
-    return {"uri": quote(rel, safe="/"), "uriBaseId": SRCROOT}
+    return {"uri": uri_path(rel), "uriBaseId": SRCROOT}  # the name's bytes: UTF-8 or not
 
 
 def result(d: Diagnostic, rule_index: int, root: str, file_range=None) -> dict:
@@ -136,4 +135,4 @@ def build_log(diagnostics: Sequence[Diagnostic], context) -> dict:
 
 
 def render(diagnostics: Sequence[Diagnostic], context) -> str:
-    return json.dumps(build_log(diagnostics, context), indent=2) + "\n"
+    return dumps(build_log(diagnostics, context), indent=2) + "\n"

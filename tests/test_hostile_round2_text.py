@@ -1,0 +1,188 @@
+"""Hostile and unlucky text, input and output, round two (issue 32): lone-CR and mixed line
+endings, file names that are not UTF-8 or hold control characters through every output format,
+stdin without bound or closed, very long sums in flagged calls, notebooks' images and
+automagics, ``SyntaxWarning``s during ``--fix``, ``noqa`` inside strings, early Ctrl-C, fixing
+through symlinks, form feeds before indented lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from torchlint.config import Settings
+from torchlint.engine import lint_source, single_file_facts
+from torchlint.reporters import FORMATS
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+CLI = [sys.executable, "-m", "torchlint"]
+
+
+def cli(*args, cwd, timeout=120, **kw):
+    """The command in a fresh process (bytes out): a hang fails the test instead of blocking it."""
+    return subprocess.run(CLI + list(args), cwd=cwd, capture_output=True, timeout=timeout, **kw)
+
+
+def findings(out: bytes):
+    return sorted((d["code"], d["location"]["row"], d["location"]["column"], d["end_location"]["row"],
+                   d["end_location"]["column"]) for d in json.loads(out))
+
+
+# -- item 7: lone-CR and mixed line endings ------------------------------------------------------
+
+def _endings(text: str, style: str, seed: int = 0) -> str:
+    """``text`` (LF) with each line ending replaced: ``cr``, ``crlf``, or ``mixed`` (each line's
+    ending drawn from the three; a lone CR never directly before an LF, which would make one)."""
+    if style == "cr":
+        return text.replace("\n", "\r")
+    if style == "crlf":
+        return text.replace("\n", "\r\n")
+    import random
+
+    rnd = random.Random(seed)
+    lines = text.split("\n")
+    out = []
+    for i, line in enumerate(lines[:-1]):
+        choices = ["\n", "\r\n"] if lines[i + 1] == "" and i + 1 < len(lines) - 1 else ["\n", "\r", "\r\n"]
+        out.append(line + rnd.choice(choices))
+    return "".join(out) + lines[-1]
+
+
+def _universal(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@pytest.mark.parametrize("style", ["cr", "crlf", "mixed"])
+@pytest.mark.parametrize("fixture", ["TL201.py", "TL101.py", "TL202.py"])
+def test_line_endings_lint_like_lf_through_the_command(tmp_path, style, fixture):
+    """The TL201 fixture saved with lone CRs said "All checks passed!"; every finding must be
+    where it is in the LF file (CPython counts a lone CR and a CRLF as one line end)."""
+    text = (FIXTURES / fixture).read_text(encoding="utf-8")
+    other = _endings(text, style)
+    assert _universal(other) == text and ("\r" in other)
+    (tmp_path / "lf.py").write_bytes(text.encode())
+    (tmp_path / "other.py").write_bytes(other.encode())
+    want = cli("--isolated", "--no-cache", "--output-format", "json", "lf.py", cwd=tmp_path)
+    got = cli("--isolated", "--no-cache", "--output-format", "json", "other.py", cwd=tmp_path)
+    assert want.returncode == got.returncode == 1, got.stderr
+    assert findings(got.stdout) == findings(want.stdout)
+    assert len(findings(want.stdout)) >= 5
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+@pytest.mark.parametrize("style", ["cr", "mixed"])
+def test_line_endings_in_the_engine_with_and_without_the_prefilter(style, prefilter):
+    """Without the prefilter the summarizer indexed lines split at ``\\n`` only (IndexError);
+    with it, the ast questions answered "nothing here"."""
+    text = (FIXTURES / "TL201.py").read_text(encoding="utf-8")
+    other = _endings(text, style, seed=3)
+
+    def run(source):
+        found = lint_source(source, "m.py", Settings(), prefilter=prefilter, project=single_file_facts(source, "m.py"))
+        return sorted((d.code, d.location.row, d.location.column, d.end_location.row) for d in found)
+
+    assert run(other) == run(text) and len(run(text)) >= 10
+
+
+def test_ast_line_starts_count_lines_as_cpython():
+    import ast
+
+    from torchlint.astindex import line_starts
+
+    text = "a = 1\rb = 2\r\nc = 3\nd = (\r4)\r"
+    tree = ast.parse(text)
+    starts = line_starts(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant):
+            assert text[starts[node.lineno - 1] + node.col_offset] == str(node.value)
+
+
+@pytest.mark.parametrize("style", ["cr", "crlf"])
+def test_fix_keeps_lone_cr_endings(tmp_path, style):
+    text = (FIXTURES / "TL101.py").read_text(encoding="utf-8")
+    path = tmp_path / "t.py"
+    path.write_bytes(_endings(text, style).encode())
+    proc = cli("--isolated", "--no-cache", "--fix", "--unsafe-fixes", "t.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = path.read_bytes()
+    assert data != _endings(text, style).encode()
+    ending = b"\r" if style == "cr" else b"\r\n"
+    assert data.count(ending) == data.count(b"\r") == len(data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")) - 1
+    compile(data, "t.py", "exec")
+
+
+# -- item 9: file names that are not UTF-8 or hold control characters ----------------------------
+
+NAMES = [b"bad\xff\xfe.py", b"esc\x1b[31mred\x1b[0m.py", b"nl\nline.py", b"tab\tcr\r.py", b"bell\x07\x08.py",
+         "bidi\u2028x\u202e.py".encode(), b"quote\"<&>'%;],:.py"]
+SNIPPET = b"import torch\nfor x in range(3):\n    y = torch.zeros(3).cuda()\n"  # one TL202 (a fix)
+
+
+@pytest.fixture
+def hostile_names(tmp_path):
+    for name in NAMES:
+        (tmp_path / os.fsdecode(name)).write_bytes(SNIPPET)
+    return tmp_path
+
+
+def _no_raw_controls(text: str) -> None:
+    """Nothing a terminal would act on: only newlines and printable characters."""
+    bad = re.findall("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028-\u202e\ud800-\udfff]", text)
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_hostile_file_names_through_every_format(hostile_names, fmt):
+    """SARIF ended in UnicodeEncodeError, the JUnit XML was not UTF-8, escape sequences went raw
+    to the terminal formats, and a newline split a concise line."""
+    proc = cli("--isolated", "--no-cache", "--output-format", fmt, ".", cwd=hostile_names)
+    assert proc.returncode == 1, proc.stderr
+    assert b"internal error" not in proc.stderr
+    out = proc.stdout.decode("utf-8")  # strict: valid UTF-8 whatever the names' bytes
+    _no_raw_controls(out)
+    one_per_line = {"concise": "TL202", "pylint": "TL202", "github": "::warning", "azure": "##vso",
+                    "json-lines": '"TL202"'}
+    if fmt in one_per_line:
+        lines = out.splitlines()
+        assert len(lines) == len(NAMES) and all(one_per_line[fmt] in line for line in lines), out
+    if fmt in ("json", "sarif", "gitlab", "rdjson", "json-lines"):
+        docs = [json.loads(line) for line in out.splitlines()] if fmt == "json-lines" else [json.loads(out)]
+        dumped = json.dumps(docs, ensure_ascii=False)
+        dumped.encode("utf-8")  # no lone surrogate anywhere
+        assert re.search(r"bad(\\\\xff\\\\xfe|%FF%FE)\.py", dumped), dumped  # the bytes escaped
+    if fmt == "sarif":
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(out)["runs"][0]["results"]}
+        from urllib.parse import unquote_to_bytes
+
+        assert {unquote_to_bytes(u) for u in uris} == set(NAMES)
+    if fmt == "junit":
+        root = ET.fromstring(proc.stdout)
+        assert len(root.findall(".//failure")) == len(NAMES)
+    if fmt in ("full", "concise", "grouped", "pylint"):
+        assert "bad\\xff\\xfe.py" in out and "esc\\x1b[31mred\\x1b[0m.py" in out and "nl\\x0aline.py" in out
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "junit", "concise", "json"])
+def test_hostile_file_names_into_an_output_file(hostile_names, fmt):
+    proc = cli("--isolated", "--no-cache", "--output-format", fmt, "-o", "report.out", ".", cwd=hostile_names)
+    assert proc.returncode == 1 and b"internal error" not in proc.stderr, proc.stderr
+    (hostile_names / "report.out").read_bytes().decode("utf-8")
+
+
+def test_hostile_file_names_in_fix_diff_and_show_fixes(hostile_names):
+    proc = cli("--isolated", "--no-cache", "--diff", ".", cwd=hostile_names)
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout.decode("utf-8")
+    _no_raw_controls(out)
+    assert out.count("\n--- a/") + out.startswith("--- a/") == len(NAMES)
+    proc = cli("--isolated", "--no-cache", "--fix", "--show-fixes", "--output-format", "concise", ".", cwd=hostile_names)
+    assert proc.returncode == 0, proc.stderr
+    _no_raw_controls(proc.stdout.decode("utf-8"))
+    assert all(b"device=" in (hostile_names / os.fsdecode(n)).read_bytes() for n in NAMES)
