@@ -219,11 +219,22 @@ class IncrementalParser:
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
         self._seen.clear()
+        modules: List[cst.Module] = []
+        failed: Optional[Tuple[int, cst.ParserSyntaxError]] = None
         try:
-            modules = [self._chunk(chunk, groups[i]) for i, chunk in enumerate(chunks)] if groups else [
-                self._chunk(chunk) for chunk in chunks]
+            for i, chunk in enumerate(chunks):
+                modules.append(self._chunk(chunk, groups[i] if groups else None))
+        except cst.ParserSyntaxError as exc:
+            # libcst rejects a piece of a file CPython accepts: the error must be the file's, at
+            # the file's row (what a whole lint says), not one counted inside the piece
+            failed = (len(modules), exc)
         finally:
             self._seen.clear()
+        if failed is not None:
+            del modules
+            if len(text) < LARGE_FILE_CHARS:  # as ``parse_with_lines`` parses it: whole
+                return cst.parse_module(text)
+            raise _shifted(failed[1], sum(chunk.count("\n") for chunk in chunks[:failed[0]]))
         joined = _join(modules)
         if joined is None:
             return cst.parse_module(text)
@@ -329,6 +340,12 @@ class IncrementalParser:
                 carried.append(line.with_changes(indent=False) if line.indent else line)
         whole = definition.with_changes(body=block.with_changes(body=body, footer=footer))
         return head.with_changes(body=[whole], footer=tail, has_trailing_newline=trailing)
+
+
+def _shifted(exc: "cst.ParserSyntaxError", lines: int) -> "cst.ParserSyntaxError":
+    """libcst's error in a piece that starts after ``lines`` lines, at the file's row."""
+    return cst.ParserSyntaxError(exc.message, lines=["\n"] * lines + list(exc._lines),
+                                 raw_line=exc.raw_line + lines, raw_column=exc.raw_column)
 
 
 def _split(text: str, tree: Optional[ast.Module] = None, firsts: Optional[List[int]] = None,

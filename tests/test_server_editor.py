@@ -1,0 +1,75 @@
+"""The editor path (``lint_source(..., incremental=True)``, what the language server runs) says
+what a fresh lint of the same text says: TL003's row when libcst rejects one piece of a file
+(issue 32, item 15), the parser's reuse on a buffer of millions of characters (item 23), and a
+new, unsaved buffer's own cross-function facts (issue 28)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A lone `\\` line, then a `def` at column 0: CPython reads one logical line (the def), libcst
+# rejects it. In a file large enough to be parsed by pieces, the piece's error counted its rows
+# from the piece: "Syntax Error @ 1:1" where a whole lint said 869.
+FILLER = "".join(f"def f{i}(x):\n    return torch.zeros({i}).sum() + x * {i} + {i}\n\n\n" for i in range(100))
+LONE_BACKSLASH = (
+    "import torch\nimport torch.nn as nn\nmodel = nn.DataParallel(m)\n\n\n" + FILLER + FILLER.replace("def f", "def g")
+    + "def big():\n" + "".join(f"    x{i} = {i}\n" for i in range(60)) + "\\\ndef inner():\n    return 1\n"
+)
+
+
+def _tl003(text: str, incremental: bool) -> List[tuple]:
+    from torchlint.config import Settings
+    from torchlint.engine import lint_source
+
+    found = lint_source(text, "train.py", Settings(), incremental=incremental)
+    return [(d.code, d.location.row, d.location.column, d.message) for d in found if d.code in ("TL001", "TL003")]
+
+
+def test_tl003_of_a_piece_is_at_the_files_row_in_the_editor_path():
+    fresh = _tl003(LONE_BACKSLASH, incremental=False)
+    assert [row for _, row, _, _ in fresh] == [869]
+    assert _tl003(LONE_BACKSLASH, incremental=True) == fresh  # the first lint of the text
+    edited = LONE_BACKSLASH.replace("x3 = 3", "x3 = 33")
+    assert _tl003(edited, incremental=True) == _tl003(edited, incremental=False)  # and after an edit
+
+
+def test_tl003_of_a_piece_of_a_large_file_counts_the_rows_before_the_piece(monkeypatch):
+    """Above ``LARGE_FILE_CHARS`` a whole lint parses by pieces too: both paths say the row of
+    the piece in the file (the piece starts at `def big():`), not inside it."""
+    from torchlint import parsing
+
+    monkeypatch.setattr(parsing, "LARGE_FILE_CHARS", 5_000)
+    first_row = LONE_BACKSLASH.splitlines().index("def big():") + 1
+    fresh = _tl003(LONE_BACKSLASH, incremental=False)
+    assert [row for _, row, _, _ in fresh] == [first_row]
+    assert f"@ {first_row}:" in fresh[0][3]
+    assert _tl003(LONE_BACKSLASH, incremental=True) == fresh
+
+
+def test_the_language_server_reports_tl003_where_the_cli_does(tmp_path):
+    import test_server
+
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "train.py"
+    path.write_text(LONE_BACKSLASH)
+    cli = subprocess.run([sys.executable, "-m", "torchlint", "--isolated", "--output-format", "json", "--no-cache", "train.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    [expected] = [d for d in json.loads(cli.stdout) if d["code"] == "TL003"]
+    client = test_server.LspClient(tmp_path, [sys.executable, "-m", "torchlint", "server"],
+                                   env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    try:
+        client.initialize(tmp_path)
+        uri = test_server.uri_of(path)
+        client.open(uri, LONE_BACKSLASH)
+        [got] = [d for d in client.diagnostics(uri, 1)["diagnostics"] if d["code"] == "TL003"]
+        assert got["range"]["start"]["line"] + 1 == expected["location"]["row"] == 869
+    finally:
+        client.close()
