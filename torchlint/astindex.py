@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+import sys
 from functools import lru_cache
 from itertools import accumulate
 from typing import Callable, Collection, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
@@ -47,7 +48,9 @@ _WORD_CHAR = re.compile(r"\w")
 # once per `.` (a 200 KB line took 47 s). The cost of that bound: a comment longer than that
 # between a dot and a name, or a name and its `(`, inside brackets, is not seen through.
 MAX_GAP_COMMENT = 1000
-_GAP_ITEMS = r"\s|\\(?=\r?\n)|#[^\r\n]{0,%d}+(?![^\r\n])" % MAX_GAP_COMMENT
+# Possessive (``{0,N}+``, Python 3.11+) where the interpreter has it; before 3.11 a plain bound
+# matches the same (the lookahead fails on any shorter comment), backtracking to fail.
+_GAP_ITEMS = r"\s|\\(?=\r?\n)|#[^\r\n]{0,%d}%s(?![^\r\n])" % (MAX_GAP_COMMENT, "+" if sys.version_info >= (3, 11) else "")
 GAP = f"(?:{_GAP_ITEMS})*"
 # Between `=` and the first name of its value, opening brackets too. Keyword arguments and `==`
 # match as well: the nodes on those lines are then looked at and dropped.
@@ -57,6 +60,12 @@ _GAP = f"(?:{_GAP_ITEMS}|\\()*"
 _CHAIN_CALLED = re.compile(rf"(?:{GAP}\.{GAP}[A-Za-z_]\w*)*[ \t]*[(\[]")
 # Packages whose names the qualified-name questions follow (the roots of every name rules resolve).
 _ROOTS = ("torch", "torchvision", "functorch")
+
+
+# The pattern nodes of ``match`` (Python 3.10+; absent from 3.9's ``ast``, where no tree has them).
+_MATCH_NAMED = tuple(getattr(ast, name) for name in ("MatchAs", "MatchStar") if hasattr(ast, name))
+_MATCH_MAPPING = getattr(ast, "MatchMapping", None)
+_MATCH_CLASS = getattr(ast, "MatchClass", None)
 
 
 def identifiers_of(node: ast.AST) -> Tuple[str, ...]:
@@ -76,11 +85,11 @@ def identifiers_of(node: ast.AST) -> Tuple[str, ...]:
         return tuple(node.module.split(".")) if node.module else ()
     if kind in (ast.Global, ast.Nonlocal):
         return tuple(node.names)
-    if kind in (ast.MatchAs, ast.MatchStar):
+    if kind in _MATCH_NAMED:
         return (node.name,) if node.name else ()
-    if kind is ast.MatchMapping:
+    if kind is _MATCH_MAPPING:
         return (node.rest,) if node.rest else ()
-    if kind is ast.MatchClass:
+    if kind is _MATCH_CLASS:
         return tuple(node.kwd_attrs)
     return ()
 

@@ -23,6 +23,7 @@ import ast
 import hashlib
 import itertools
 import re
+import sys
 import json
 import os
 from dataclasses import dataclass, field
@@ -521,7 +522,8 @@ def _module_level(stmt: ast.stmt) -> Iterable[ast.stmt]:
 _ALL_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 _BLOCKS = {kind: tuple(f for f in _ALL_BLOCKS if f in kind._fields)
            for kind in (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
-                        getattr(ast, "TryStar", ast.Try), ast.ExceptHandler, ast.Match, ast.match_case)}
+                        getattr(ast, "TryStar", ast.Try), ast.ExceptHandler, getattr(ast, "Match", ast.Try),
+                        getattr(ast, "match_case", ast.Try))}  # ast.Match: Python 3.10+
 # Statements without a body of their own.
 _SIMPLE = frozenset({ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Pass, ast.Break,
                      ast.Continue, ast.Raise, ast.Assert, ast.Delete, ast.Global, ast.Nonlocal,
@@ -593,7 +595,9 @@ _LIGHTNING_LOADER_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test
 # walked node by node. Others only need their functions and the names they call.
 _ROOT_TEXT = re.compile(r"\.\s*(?:backward|step)\s*\(")
 # `name(`, `self.name(`, `mod.sub.name(` in a function's source: the calls it may make.
-_CALL_TEXT = re.compile(r"(?<![\w.])((?>[A-Za-z_][\w.]*))[ \t]*\(")  # atomic: no backtracking
+# Atomic (Python 3.11+) where the interpreter has it: no backtracking. Before 3.11 a plain group
+# finds the same names: a shorter name is followed by a name character, never by blanks and ``(``.
+_CALL_TEXT = re.compile(r"(?<![\w.])(%s)[ \t]*\(" % (r"(?>[A-Za-z_][\w.]*)" if sys.version_info >= (3, 11) else r"[A-Za-z_][\w.]*"))
 # The same scan over the reversed text: ``(``, blanks, then the name backwards (kept when it starts
 # with a letter or ``_``). Greedy, so the name is whole, as the look-behind above makes it.
 _CALL_TEXT_REVERSED = re.compile(r"\([ \t]*([\w.]+)")

@@ -353,22 +353,46 @@ def _add_noqa(files: Sequence[str], resolver, args) -> int:
     return EXIT_ERROR if errors else EXIT_OK
 
 
+def _stdin_unreadable(args, resolver, settings, name: str, data: bytes, exc: Exception) -> int:
+    """stdin that is not Python text: TL002 with the reason (a file gets the same finding);
+    ``--fix``/``--fix-only`` give the buffer back unchanged on stdout, the report on stderr."""
+    import contextlib
+
+    from torchlint.runner import RunResult, unreadable_findings
+
+    fixing = bool(args.fix or args.fix_only)
+    if fixing:
+        out = getattr(sys.stdout, "buffer", None)
+        sys.stdout.flush()
+        if out is not None:
+            out.write(data)
+            out.flush()
+        else:
+            sys.stdout.write(data.decode("utf-8", "surrogateescape"))
+    result = RunResult(diagnostics=unreadable_findings(name, exc, settings), files_checked=1)
+    with contextlib.redirect_stdout(sys.stderr) if fixing else contextlib.nullcontext():
+        return report(result, args, resolver, checked_paths=[name])
+
+
 def _run_stdin(args, resolver) -> int:
     from torchlint.runner import RunResult, lint_text
-    from torchlint.source import UnreadableFile, decode_source
+    from torchlint.source import UnreadableFile, copy_stdin, decode_source, max_file_size, read_stdin
 
     name = args.stdin_filename or "-"
     settings = resolver.for_path(name if args.stdin_filename else ".")
     if args.stdin_filename and args.force_exclude and settings.is_excluded(name):
         if args.fix or args.fix_only:
-            sys.stdout.write(sys.stdin.read())
+            copy_stdin()
         return EXIT_OK
-    data = sys.stdin.buffer.read()
-    try:
-        source = decode_source(data, name)
+    try:  # at most max-file-size bytes; a closed stdin: one line, exit 2
+        data = read_stdin(max_file_size(settings))
     except UnreadableFile as exc:
         print(f"torchlint: error: {name}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    try:
+        source = decode_source(data, name)
+    except UnreadableFile as exc:  # UTF-16, binary, a bad coding cookie: TL002, as a file gets
+        return _stdin_unreadable(args, resolver, settings, name, data, exc)
     if args.fix or args.diff or args.fix_only:
         from torchlint.commands.fix import run_fix_stdin
 
