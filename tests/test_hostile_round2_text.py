@@ -186,3 +186,77 @@ def test_hostile_file_names_in_fix_diff_and_show_fixes(hostile_names):
     assert proc.returncode == 0, proc.stderr
     _no_raw_controls(proc.stdout.decode("utf-8"))
     assert all(b"device=" in (hostile_names / os.fsdecode(n)).read_bytes() for n in NAMES)
+
+
+# -- item 10: stdin with a bound, closed, UTF-16 ------------------------------------------------
+
+def test_endless_stdin_is_one_line_error_in_bounded_memory(tmp_path):
+    """``cat /dev/zero | torchlint -`` grew until memory ran out: now it stops at max-file-size."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run(f"head -c 3000000000 /dev/zero | {sys.executable} -m torchlint --isolated -", shell=True,
+                          cwd=tmp_path, capture_output=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines() == [
+        "torchlint: error: -: more than 10,485,760 bytes on stdin (max-file-size); not linted"]
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kb < 200 * 1024 or peak_kb == before, peak_kb  # ~32 MB measured; 3 GB unbounded
+
+
+def test_max_file_size_applies_to_stdin(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\nmax-file-size = 100\n")
+    code = b"import torch\nm = torch.nn.DataParallel(m)\n"
+    small = cli("-", cwd=tmp_path, input=code)
+    assert small.returncode == 1 and b"TL701" in small.stdout
+    big = cli("-", cwd=tmp_path, input=code + b"#" * 200 + b"\n")
+    assert big.returncode == 2 and big.stderr.decode().strip() == (
+        "torchlint: error: -: more than 100 bytes on stdin (max-file-size); not linted")
+
+
+@pytest.mark.parametrize("extra", [[], ["--fix"], ["--diff"], ["--stdin-filename", "x.py"]])
+def test_closed_stdin_is_one_line_error(tmp_path, extra):
+    """``torchlint - <&-`` was ``internal error: AttributeError``."""
+    proc = subprocess.run(CLI + ["--isolated"] + extra + ["-"], cwd=tmp_path, capture_output=True, timeout=60,
+                          stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.decode().splitlines() == [f"torchlint: error: {extra[1] if len(extra) == 2 else '-'}: "
+                                                 "stdin is closed; nothing to lint"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"])
+def test_utf16_on_stdin_is_tl002_as_for_a_file(tmp_path, encoding):
+    code = "import torch\nm = torch.nn.DataParallel(m)\n".encode(encoding)
+    (tmp_path / "f.py").write_bytes(code)
+    as_file = cli("--isolated", "--output-format", "concise", "f.py", cwd=tmp_path)
+    as_stdin = cli("--isolated", "--output-format", "concise", "--stdin-filename", "f.py", cwd=tmp_path, input=code)
+    assert as_file.returncode == as_stdin.returncode == 1, as_stdin.stderr
+    assert as_stdin.stdout == as_file.stdout and b"TL002" in as_stdin.stdout
+    fixed = cli("--isolated", "--fix", "-", cwd=tmp_path, input=code)  # the buffer comes back unchanged
+    assert fixed.returncode == 1 and fixed.stdout == code and b"TL002" in fixed.stderr
+
+
+def test_force_excluded_stdin_is_copied_through_unchanged(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nexclude = ["gen_*.py"]\n')
+    data = b"import torch\r\nm = torch.nn.DataParallel(m)\n\xff\xfe"
+    proc = cli("--fix", "--force-exclude", "--stdin-filename", "gen_x.py", cwd=tmp_path, input=data)
+    assert proc.returncode == 0 and proc.stdout == data
+
+
+def test_form_feed_is_no_line_end_for_diffs_and_ci_formats():
+    """``str.splitlines`` cuts at a form feed (``\\x0c``), CPython does not: a diff showed
+    "No newline at end of file" mid-file and GitLab's fingerprint hashed the wrong line."""
+    from torchlint.diagnostics import Diagnostic, Location
+    from torchlint.fixer import unified_diff
+    from torchlint.reporters import ReportContext
+    from torchlint.reporters.gitlab import _line_text
+    from torchlint.reporters.rdjson import render as rdjson
+
+    before = "a = 1  # \x0c\nb = 2\nc = 3\n"
+    diff = unified_diff(before, before.replace("c = 3", "c = 4"), "f.py")
+    assert "No newline" not in diff and " a = 1  # \x0c\n" in diff
+    text = "x = 1  # \x0c \x1c \x85 \u2028\ny = 'é' + 2\n"
+    d = Diagnostic("TL999", "made-up", "m", "f.py", Location(2, 11), Location(2, 12))
+    assert _line_text(d, {"f.py": text}) == "y = 'é' + 2"
+    start = json.loads(rdjson([d], ReportContext(sources={"f.py": text})))["diagnostics"][0]["location"]["range"]["start"]
+    assert start == {"line": 2, "column": 12}  # 'é' is two bytes

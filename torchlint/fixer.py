@@ -284,8 +284,10 @@ def fix_text(text: str, path: str, settings, *, unsafe: bool = False, lint=None)
 
 def unified_diff(before: str, after: str, path: str) -> str:
     """A unified diff in git's style (``--- a/path`` / ``+++ b/path``), keeping line endings."""
-    a = before.splitlines(keepends=True)
-    b = after.splitlines(keepends=True)
+    from torchlint.source import split_lines
+
+    a = split_lines(before, keepends=True)  # not at a form feed: a line ending in one is no end
+    b = split_lines(after, keepends=True)
     lines = []
     import difflib  # only for --diff
 

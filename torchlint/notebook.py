@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
 from torchlint.locator import Locator
-from torchlint.source import NOTEBOOK_SUFFIX, UnreadableFile, is_notebook_path  # noqa: F401
+from torchlint.source import NOTEBOOK_SUFFIX, UnreadableFile, is_notebook_path, split_lines  # noqa: F401
 
 #: Cell magics whose body is Python run in this kernel (or a Python subprocess): linted.
 #: Every other cell magic (%%bash, %%html, %%writefile, %%sql, unknown ones) is skipped.
@@ -330,7 +330,7 @@ def _mask_line(line: str, start: int, as_comment: bool) -> str:
 def mask_ipython(text: str) -> Tuple[str, List[Tuple[int, int]]]:
     """``text`` (one cell) with IPython syntax replaced by Python of the same length, and the
     (start, end) offsets of each masked line (end past its line ending)."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text, keepends=True)  # as CPython ends lines: not at a form feed
     masked_ranges: List[Tuple[int, int]] = []
     out: List[str] = []
     offset = 0
@@ -393,7 +393,7 @@ def _escape(content: str) -> Optional[str]:
 
 def cell_magic(source: str) -> Optional[str]:
     """The name of the cell magic on the cell's first line (``time`` for ``%%time``), or None."""
-    for line in source.splitlines():
+    for line in split_lines(source):
         if not line.strip():
             continue
         match = _CELL_MAGIC.match(line)

@@ -15,9 +15,10 @@ import io
 import os
 import re
 import stat
+import sys
 import tokenize
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
@@ -141,6 +142,44 @@ def read_bytes(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> Tu
     return data, st
 
 
+def read_stdin(max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> bytes:
+    """The bytes on stdin, at most ``max_size`` (``None``: no limit): ``cat /dev/zero |
+    torchlint -`` stops after the limit instead of growing until memory runs out. Raises
+    ``UnreadableFile`` (a one-line reason) past the limit, for a closed stdin (``<&-``: Python
+    sets ``sys.stdin`` to None) and for a read error."""
+    stream = sys.stdin
+    if stream is None:
+        raise UnreadableFile("stdin is closed; nothing to lint")
+    buffer = getattr(stream, "buffer", None)
+    limit = -1 if max_size is None else max_size + 1
+    try:
+        if buffer is not None:
+            data = buffer.read(limit)
+        else:  # a text stream put in its place (tests, embedding): its characters as UTF-8
+            data = stream.read(limit).encode("utf-8", "surrogateescape")
+    except (OSError, ValueError) as exc:  # EBADF, EIO; ValueError: a stream closed in-process
+        raise UnreadableFile(f"cannot read stdin: {getattr(exc, 'strerror', None) or exc}") from None
+    if max_size is not None and len(data) > max_size:
+        raise UnreadableFile(f"more than {max_size:,} bytes on stdin (max-file-size); not linted")
+    return data
+
+
+def copy_stdin() -> None:
+    """stdin to stdout unchanged, in blocks (a force-excluded file given to ``--fix``): no
+    bound needed, nothing is kept; a closed stdin copies nothing."""
+    import shutil
+
+    if sys.stdin is None or sys.stdout is None:
+        return
+    source, target = getattr(sys.stdin, "buffer", None), getattr(sys.stdout, "buffer", None)
+    if source is None or target is None:  # text streams put in their place (tests, embedding)
+        sys.stdout.write(sys.stdin.read())
+        return
+    sys.stdout.flush()
+    shutil.copyfileobj(source, target)
+    target.flush()
+
+
 def read_source(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> SourceFile:
     data, _ = read_bytes(path, max_size)
     return decode_source(data, path)
@@ -149,6 +188,18 @@ def read_source(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> S
 def max_file_size(settings) -> Optional[int]:
     """The configured ``max-file-size`` of ``settings`` (0 or None: no limit)."""
     return getattr(settings, "max_file_size", DEFAULT_MAX_FILE_SIZE) or None
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str, keepends: bool = False) -> List[str]:
+    """``text.splitlines(keepends)`` as CPython's tokenizer ends lines: at ``\\n``, ``\\r\\n`` or a
+    lone ``\\r`` only. ``str.splitlines`` also cuts at a form feed, ``\\x1c``-``\\x1e``, ``\\x85`` and
+    ``\\u2028``/``\\u2029``, which may stand in a line of code (a comment, a string): the rows after
+    one would drift from CPython's and libcst's."""
+    lines = _LINE.findall(text)
+    return lines if keepends else [line.rstrip("\r\n") for line in lines]
 
 
 NOTEBOOK_SUFFIX = ".ipynb"

@@ -18,6 +18,7 @@ from typing import Sequence
 from torchlint.diagnostics import Diagnostic
 from torchlint.reporters.base import dumps, file_ranges, is_error, one_line
 from torchlint.reporters.paths import display_path
+from torchlint.source import split_lines
 
 
 def project_path(path: str, root: str) -> str:
@@ -37,7 +38,7 @@ def _line_text(d: Diagnostic, sources) -> str:
     text = sources.get(d.path) if hasattr(sources, "get") else None
     if not text:
         return ""
-    lines = text.splitlines()
+    lines = split_lines(text)  # rows as CPython counts them (not at a form feed)
     return lines[d.location.row - 1].strip() if 0 < d.location.row <= len(lines) else ""
 
 

@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Location
 from torchlint.reporters.base import dumps, file_ranges, is_error
+from torchlint.source import split_lines
 
 SOURCE = {"name": "torchlint", "url": "https://github.com/torchlint/torchlint"}
 
@@ -34,7 +35,7 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
     for d in diagnostics:
         if d.path not in lines_of:
             text = context.sources.get(d.path) if hasattr(context.sources, "get") else None
-            lines_of[d.path] = text.splitlines() if text else None
+            lines_of[d.path] = split_lines(text) if text else None  # rows as CPython counts them
         lines = lines_of[d.path]
         start, end = ranges[id(d)]
         item: Dict[str, Any] = {
