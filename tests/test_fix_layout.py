@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from rule_support import _settings
+from torchlint.config import Settings, settings_from_table
 from torchlint.fixer import fix_text
 
 WORKERS = "num_workers=min(4, os.cpu_count() or 1)"
@@ -159,3 +160,46 @@ def test_added_argument_leaves_each_comment_with_its_argument(call, expected):
     call, so it moved onto the argument the fix added."""
     head = "import os\nfrom torch.utils.data import DataLoader\n\n"
     assert fixed(head + call, "TL101") == head + expected
+
+
+DDP_SCRIPT = """
+def main(ds):
+    dist.init_process_group("nccl")
+    loader = DataLoader(ds, shuffle=True)
+    for x in loader:
+        pass
+"""
+
+
+@pytest.mark.parametrize(
+    "imports, expected",
+    [
+        # joins the `from torch.utils.data import` line, at its sorted place among the classes
+        (
+            "import torch.distributed as dist\nfrom torch.utils.data import DataLoader, TensorDataset\n",
+            "import torch.distributed as dist\nfrom torch.utils.data import DataLoader, DistributedSampler, TensorDataset\n",
+        ),
+        # a parenthesized list one name per line gets a line, the trailing comma stays trailing
+        (
+            "import torch.distributed as dist\nfrom torch.utils.data import (\n    DataLoader,\n    Dataset,\n)\n",
+            "import torch.distributed as dist\nfrom torch.utils.data import (\n    DataLoader,\n    Dataset,\n"
+            "    DistributedSampler,\n)\n",
+        ),
+        # no such line: a new one, sorted among the section's `from` lines, after its `import` lines
+        (
+            "import os\n\nimport torch.distributed as dist\nfrom torch import nn\n"
+            "from torch.utils.data.dataloader import DataLoader\nfrom torchvision import datasets\n",
+            "import os\n\nimport torch.distributed as dist\nfrom torch import nn\n"
+            "from torch.utils.data import DistributedSampler\nfrom torch.utils.data.dataloader import DataLoader\n"
+            "from torchvision import datasets\n",
+        ),
+    ],
+)
+def test_added_from_import_goes_where_isort_puts_it(imports, expected):
+    """TL104's fix needs `DistributedSampler` (issue 31: an added import goes into the import
+    block in sorted order)."""
+    settings = settings_from_table({"select": ["TL104"], "preview": True}, "t.toml", Settings())
+    result = fix_text(imports + DDP_SCRIPT, "train.py", settings, unsafe=True)
+    assert result.error is None and result.changed
+    assert result.text.startswith(expected)
+    assert "loader = DataLoader(ds, sampler=DistributedSampler(ds))" in result.text
