@@ -260,3 +260,50 @@ def test_form_feed_is_no_line_end_for_diffs_and_ci_formats():
     assert _line_text(d, {"f.py": text}) == "y = 'é' + 2"
     start = json.loads(rdjson([d], ReportContext(sources={"f.py": text})))["diagnostics"][0]["location"]["range"]["start"]
     assert start == {"line": 2, "column": 12}  # 'é' is two bytes
+
+
+# -- item 12: a 500-term sum inside a flagged call -----------------------------------------------
+
+def _sum(n: int) -> str:
+    return " + ".join(["0"] * n)
+
+
+def _notebook(source: str) -> str:
+    return json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                  "source": source.splitlines(keepends=True)}],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+@pytest.mark.parametrize("n", [500, 990])
+def test_long_sum_in_a_flagged_call_keeps_the_finding(tmp_path, n):
+    """``internal error: RecursionError`` from generating one statement's code (positions) and
+    a fix's node (render_node): the finding was lost and the file not reported."""
+    s = _sum(n)
+    (tmp_path / "factory.py").write_text(f"import torch\nfor i in range(3):\n    x = torch.zeros({s}).cuda()\n")
+    (tmp_path / "item.py").write_text(f"import torch\nfor b in loader:\n    loss = model(b)\n    print(loss.item() + {s})\n")
+    (tmp_path / "method.py").write_text(f"import torch\nclass A:\n    def f(self):\n        for b in loader:\n"
+                                        f"            x = torch.zeros(3).cuda() * ({s})\n            y = x.item()\n")
+    (tmp_path / "cell.ipynb").write_text(_notebook(f"import torch\nfor i in range(3):\n    x = torch.zeros({s}).cuda()\n"))
+    proc = cli("--isolated", "--no-cache", "--output-format", "json", ".", cwd=tmp_path)
+    assert proc.returncode == 1 and b"error" not in proc.stderr, proc.stderr
+    got = sorted((d["filename"], d["code"], d["location"]["row"]) for d in json.loads(proc.stdout))
+    assert got == [("cell.ipynb", "TL202", 3), ("factory.py", "TL202", 3), ("item.py", "TL201", 4),
+                   ("method.py", "TL201", 6), ("method.py", "TL202", 5)]
+    fixed = cli("--isolated", "--no-cache", "--fix", ".", cwd=tmp_path)
+    assert fixed.returncode == 1 and b"error" not in fixed.stderr, fixed.stderr
+    assert f'torch.zeros({s}, device="cuda")' in (tmp_path / "factory.py").read_text()
+    assert "device=\\\"cuda\\\"" in (tmp_path / "cell.ipynb").read_text()
+
+
+def test_recursion_anywhere_in_a_lint_is_tl003_not_an_internal_error(monkeypatch):
+    from torchlint import engine
+    from torchlint.runner import lint_text
+    from torchlint.source import SourceFile
+
+    def deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(engine, "lint_source", deep)
+    found, _, error = lint_text(SourceFile("t.py", "import torch\n"), Settings())
+    assert error is None and [(d.code, d.message) for d in found] == [
+        ("TL003", "too complex to analyse: nested past Python's recursion limit")]

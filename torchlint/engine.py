@@ -144,6 +144,13 @@ def _engine_diagnostic(code: str, message: str, path: str, row: int, col: int) -
     return Diagnostic(code, ENGINE_CODES[code][0], message, path, loc, loc, None, row, (row,))
 
 
+def too_complex(path: str, settings) -> List[Diagnostic]:
+    """[TL003] for a file whose lint ran out of recursion depth (issue 32), where enabled."""
+    if "TL003" not in settings.codes_for_path(path):
+        return []
+    return [_engine_diagnostic("TL003", "too complex to analyse: nested past Python's recursion limit", path, 1, 1)]
+
+
 def unreadable(path: str, reason: str) -> Diagnostic:
     return _engine_diagnostic("TL002", f"Cannot read file: {reason}", path, 1, 1)
 

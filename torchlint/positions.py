@@ -231,7 +231,10 @@ class Positions:
                 start = self._nested_start(top, [c for c, _ in chain[:depth + 1]])
                 if start is None:
                     continue
-                spans, end = _statement_spans(self.module, stmt, start, self.text, stmt_indents)
+                try:
+                    spans, end = _statement_spans(self.module, stmt, start, self.text, stmt_indents)
+                except RecursionError:  # a 500-term sum: the whole module on node_spans' deep stack
+                    break
                 if end < 0:
                     continue
                 self.spans.update(spans)

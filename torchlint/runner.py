@@ -101,6 +101,10 @@ def lint_text(source: SourceFile, settings: "Settings", project=None, ast_codes=
             diagnostics = lint_source(source.text, source.path, settings, project=project, ast_codes=ast_codes)
     except UnreadableFile as exc:  # not a notebook: TL002 with the reason, never read as Python
         return unreadable_findings(source.path, exc, settings), None, None
+    except RecursionError:  # code nested past what some recursive step took: the file is TL003
+        from torchlint.engine import too_complex
+
+        return too_complex(source.path, settings), None, None
     except Exception as exc:  # a rule bug must not take the whole run down
         reraise_interrupt(exc)
         return [], None, f"{source.path}: internal error: {exc.__class__.__name__}: {exc}"

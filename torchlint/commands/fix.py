@@ -82,6 +82,11 @@ def fix_file(path: str, settings: Any, unsafe: bool, write: bool) -> FileOutcome
     except UnreadableFile as exc:  # a .ipynb that is not a notebook
         outcome.diagnostics.extend(unreadable_findings(path, exc, settings))
         return outcome
+    except RecursionError:  # nested past what a recursive step took: TL003, left unchanged
+        from torchlint.engine import too_complex
+
+        outcome.diagnostics.extend(too_complex(path, settings))
+        return outcome
     except Exception as exc:  # a rule bug must not take the whole run down
         reraise_interrupt(exc)
         outcome.errors.append(f"{path}: internal error: {exc.__class__.__name__}: {exc}")
