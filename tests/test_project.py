@@ -164,9 +164,10 @@ def test_a_damaged_project_file_is_ignored(project, capsys):
         os.utime(project / name, ns=(old, old))
     assert _findings(capsys) == [("metrics.py", "TL201", 2)]
     (stored,) = (project / ".torchlint_cache").rglob("*.project.json")
-    data = json.loads(stored.read_text())
+    header, body = stored.read_text().split("\n", 1)  # a checksum line, then the JSON
+    data = json.loads(body)
     data["facts"] = {key: [1, 2, 3] for key in data["facts"]}
-    stored.write_text(json.dumps(data))
+    stored.write_text(header + "\n" + json.dumps(data))
     assert _findings(capsys) == [("metrics.py", "TL201", 2)]
     stored.write_text("{not json")
     assert _findings(capsys) == [("metrics.py", "TL201", 2)]

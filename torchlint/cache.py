@@ -21,8 +21,19 @@ torchlint package (so a new or edited rule invalidates the cache, even in a deve
 checkout) and ``Settings.fingerprint`` (enabled codes, per-file-ignores, target torch version,
 rule options, root).
 
+A project summary is also keyed on the file's package layout (how many folders above it hold
+an ``__init__.py``): the module name it records depends on it, not on the file's bytes. The
+project snapshot carries a checksum of its bytes; a damaged or edited one is rebuilt.
+
 Concurrent runs are safe: indexes are replaced atomically, the last writer wins, and an entry
 lost that way is recomputed next time. A corrupt index or entry is ignored and rewritten.
+
+The cache never destroys what it did not write: it uses a folder it creates, an empty one, or
+one holding the ``CACHEDIR.TAG`` torchlint writes; any other folder (``--cache-dir .``) is left
+alone with a one-line warning and the run is not cached. It writes ``.gitignore`` only into a
+folder it creates, removes only files named as its indexes, and never follows a symbolic link
+inside the cache (``v1``, ``v1/summaries``): a link there, as another user of a shared cache
+could plant, turns caching off with a warning.
 
 This module must stay light: a fully warm run imports neither libcst nor the rules.
 """
@@ -32,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -53,6 +65,29 @@ _CACHEDIR_TAG = (
     "# This file is a cache directory tag created by torchlint.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
+#: The names of the files torchlint writes in ``v1`` and ``v1/summaries`` (an index key is a
+#: 12-byte blake2b digest); nothing else there is ever removed.
+_INDEX_NAME = re.compile(r"[0-9a-f]{24}(?:\.project)?\.json\Z")
+_PROJECT_HEADER = b"torchlint-project "
+
+
+def is_torchlint_cache(directory: str) -> bool:
+    """Does ``directory`` hold the ``CACHEDIR.TAG`` torchlint writes (a regular file, not a link,
+    with torchlint's text)? Only such a folder is ever pruned or removed (``torchlint clean``)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(os.path.join(directory, "CACHEDIR.TAG"), flags)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        data = os.read(fd, 4096)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return data.startswith(_CACHEDIR_TAG.encode()[:43]) and b"created by torchlint" in data
 
 
 def content_hash(data: bytes) -> str:
@@ -195,7 +230,7 @@ MAX_INDEX_BYTES = 512 * 1024 * 1024
 class Index:
     """One index file: every file checked under one settings fingerprint."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, load: bool = True) -> None:
         self.path = path
         self.entries: Dict[str, Entry] = {}
         self.seen: set = set()
@@ -203,7 +238,7 @@ class Index:
         from torchlint.source import UnreadableFile, read_bytes
 
         try:
-            if not os.path.lexists(path):
+            if not load or not os.path.lexists(path):
                 return
             raw, _ = read_bytes(path, MAX_INDEX_BYTES)  # a FIFO or device here is ignored, not read
             data = json.loads(raw)
@@ -252,14 +287,51 @@ class Cache:
         self._indexes: Dict[str, Index] = {}
         self._summary_digests: Dict[str, str] = {}  # abspath -> hash of its compact summary JSON
         self._pending_summaries: List[tuple] = []  # see store_summary(persist=False)
+        self._layouts: Dict[str, int] = {}  # folder -> how many folders from it up are packages
+        self._refused: Optional[bool] = None  # see usable()
+
+    def usable(self) -> bool:
+        """May this run use the cache folder? Asked once; a folder the cache must not touch (see
+        the module doc) is named in a one-line warning and the run goes on without a cache."""
+        if self._refused is None:
+            problem = _folder_problem(self.directory)
+            if problem:
+                print(f"torchlint: warning: not caching: {problem}", file=sys.stderr)
+            self._refused = problem is not None
+        return not self._refused
 
     def _index(self, settings) -> Index:
         key = hashlib.blake2b(f"{code_signature()}:{settings.fingerprint}".encode(), digest_size=12).hexdigest()
         index = self._indexes.get(key)
         if index is None:
-            index = Index(os.path.join(self.directory, FORMAT, key + ".json"))
+            index = Index(os.path.join(self.directory, FORMAT, key + ".json"), load=self.usable())
             self._indexes[key] = index
         return index
+
+    def package_layout(self, path: str) -> str:
+        """What a file's module name depends on besides its path: how many folders from its own
+        up hold an ``__init__.py`` (``project.module_name``), as a key (``"p2"``). Each folder is
+        looked at once per run."""
+        folder = os.path.dirname(os.path.abspath(path))
+        depth = self._layouts.get(folder)
+        if depth is None:
+            chain = []  # packages whose depth is not known yet, innermost first
+            current = folder
+            while current not in self._layouts and os.path.isfile(os.path.join(current, "__init__.py")):
+                chain.append(current)
+                parent = os.path.dirname(current)
+                if parent == current:
+                    break
+                current = parent
+            if current in chain:  # the filesystem's root is a package
+                depth = 0
+            else:
+                depth = self._layouts.setdefault(current, 0)  # known, or not a package
+            for package in reversed(chain):
+                depth += 1
+                self._layouts[package] = depth
+        return f"p{depth}"
+        return f"p{depth}"
 
     def lookup(self, path: str, settings, facts: str = "",
                st: Optional[os.stat_result] = None) -> Tuple[Optional[List[Diagnostic]], Optional[os.stat_result]]:
@@ -320,13 +392,14 @@ class Cache:
         key = hashlib.blake2b(code_signature().encode(), digest_size=12).hexdigest()
         index = self._indexes.get("summaries/" + key)
         if index is None:
-            index = Index(os.path.join(self.directory, FORMAT, "summaries", key + ".json"))
+            index = Index(os.path.join(self.directory, FORMAT, "summaries", key + ".json"), load=self.usable())
             self._indexes["summaries/" + key] = index
         return index
 
     def lookup_summary(self, path: str) -> Tuple[Optional[dict], Optional[os.stat_result]]:
-        """(the file's cached project summary or None, its stat)."""
-        entry, st = self._lookup_entry(self._summaries(), path, "")
+        """(the file's cached project summary or None, its stat). A summary made under another
+        package layout (an ``__init__.py`` added or removed since) is stale: its module name is."""
+        entry, st = self._lookup_entry(self._summaries(), path, self.package_layout(path))
         if entry is not None and len(entry.findings) == 1 and isinstance(entry.findings[0], str):
             try:
                 summary = json.loads(entry.findings[0])
@@ -352,10 +425,11 @@ class Cache:
             text = json.dumps(compact_summary(summary), separators=(",", ":"))
             self._summary_digests[os.path.abspath(path)] = content_hash(text.encode("utf-8"))
             if st is not None and digest is not None:
+                keyed = f"{digest}+{self.package_layout(path)}"
                 if persist:
-                    self._store_entry(self._summaries(), path, st, f"{digest}+", [text])
+                    self._store_entry(self._summaries(), path, st, keyed, [text])
                 else:
-                    self._pending_summaries.append((path, st, f"{digest}+", [text]))
+                    self._pending_summaries.append((path, st, keyed, [text]))
 
     def persist_summaries(self) -> None:
         """Store the summaries ``store_summary(..., persist=False)`` kept aside."""
@@ -379,13 +453,19 @@ class Cache:
         or mtime differ, or the mtime was too recent to trust then or now), whose summaries
         phase 1 must make again. The facts stand when every changed file's new summary hashes
         as its recorded one (``summary_digest``); otherwise phases 1 and 2 run. None when there
-        is no snapshot for these files."""
+        is no snapshot for these files, when it fails its checksum, or when a file's package
+        layout changed (``package_layout``: its module name, and so any file's facts, may)."""
         from torchlint.source import UnreadableFile, read_bytes
 
+        if not self.usable():
+            return None
         path = self._project_path()
         try:
             raw, _ = read_bytes(path, MAX_INDEX_BYTES)
-            data = json.loads(raw)
+            header, _, body = raw.partition(b"\n")
+            if header != _PROJECT_HEADER + content_hash(body).encode("ascii"):
+                return None  # damaged, edited by hand, or written by an older torchlint
+            data = json.loads(body)
             if data.get("format") != FORMAT or data.get("version") != __version__:
                 return None
             recorded, facts = data["files"], data["facts"]
@@ -398,7 +478,9 @@ class Cache:
             for file in files:
                 key = os.path.abspath(file)
                 row = recorded.get(key)
-                if not isinstance(row, list) or len(row) != 4 or not isinstance(row[2], str):
+                if not isinstance(row, list) or len(row) != 5 or not isinstance(row[2], str):
+                    return None
+                if row[4] != self.package_layout(key):
                     return None
                 st = stats[file] = os.stat(key)
                 digests[key] = row[2]
@@ -413,39 +495,47 @@ class Cache:
             return None
 
     def store_project(self, stats: Dict[str, Optional[os.stat_result]], facts: Dict[str, list]) -> None:
-        """Remember the facts of this run's files (``lookup_project``) with their stats and
-        summary digests; not when a file could not be stat'ed. A file whose mtime is too recent
-        to trust is recorded as changed."""
+        """Remember the facts of this run's files (``lookup_project``) with their stats, summary
+        digests and package layouts; not when a file could not be stat'ed. A file whose mtime
+        is too recent to trust is recorded as changed. The file is a header line holding the
+        hash of the JSON that follows it."""
+        if not self.usable():
+            return
         recorded = {}
         for file, st in stats.items():
             if st is None:
                 return
             recorded[os.path.abspath(file)] = [st.st_size, st.st_mtime_ns, self.summary_digest(file),
-                                               1 if _is_racy(st.st_mtime_ns) else 0]
+                                               1 if _is_racy(st.st_mtime_ns) else 0, self.package_layout(file)]
         data = {"format": FORMAT, "version": __version__, "files": recorded,
                 "facts": {os.path.abspath(f): v for f, v in facts.items() if v}}
+        body = json.dumps(data, separators=(",", ":")).encode("utf-8")
         try:
             _prepare_dir(self.directory)
-            os.makedirs(os.path.dirname(self._project_path()), exist_ok=True)
+            _cache_subfolder(self.directory, FORMAT, "summaries")
             from torchlint.atomic import atomic_write_bytes
 
-            atomic_write_bytes(self._project_path(), json.dumps(data, separators=(",", ":")).encode("utf-8"))
+            atomic_write_bytes(self._project_path(),
+                               _PROJECT_HEADER + content_hash(body).encode("ascii") + b"\n" + body)
         except OSError as exc:
             print(f"torchlint: warning: cannot write cache {self._project_path()}: {exc}", file=sys.stderr)
 
     def save(self) -> None:
+        if not self.usable():
+            return
         for index in self._indexes.values():
             index.prune()
             if not index.dirty:
                 continue
             try:
                 _prepare_dir(self.directory)
-                os.makedirs(os.path.dirname(index.path), exist_ok=True)
+                relative = os.path.relpath(os.path.dirname(index.path), self.directory)
+                _cache_subfolder(self.directory, *relative.split(os.sep))
                 from torchlint.atomic import reap_stale
 
                 reap_stale(os.path.dirname(index.path))  # left by runs killed while saving
                 index.save()
-                _forget_other_versions(index.path)
+                _forget_other_versions(self.directory, relative.split(os.sep), index.path)
             except OSError as exc:  # read-only tree, full disk: the run still succeeds
                 print(f"torchlint: warning: cannot write cache {index.path}: {exc}", file=sys.stderr)
 
@@ -454,26 +544,98 @@ class Cache:
 STALE_INDEX_SECONDS = 7 * 24 * 3600
 
 
-def _forget_other_versions(saved: str) -> None:
-    """Remove the indexes beside ``saved`` that no run has written for ``STALE_INDEX_SECONDS``:
-    each torchlint version keys its own, so a cache would otherwise grow with every upgrade.
-    Recently used ones stay (two versions may share a project, e.g. a pre-commit pin)."""
-    folder = os.path.dirname(saved)
+def _forget_other_versions(directory: str, parts: Sequence[str], saved: str) -> None:
+    """Remove the indexes beside ``saved`` (in ``directory``'s subfolder ``parts``) that no run
+    has written for ``STALE_INDEX_SECONDS``: each torchlint version keys its own, so a cache
+    would otherwise grow with every upgrade. Recently used ones stay (two versions may share a
+    project, e.g. a pre-commit pin). Only files named as torchlint names its indexes are
+    removed, through a descriptor of the folder opened without following links."""
+    keep = os.path.basename(saved).split(".", 1)[0]
     cutoff = time.time() - STALE_INDEX_SECONDS
     try:
-        names = os.listdir(folder)
+        fd = _open_subfolder(directory, parts)
     except OSError:
         return
-    for name in names:
-        path = os.path.join(folder, name)
-        if not name.endswith(".json") or name.split(".", 1)[0] == os.path.basename(saved).split(".", 1)[0]:
-            continue  # not an index, or this one (and its project file)
+    try:
+        for name in os.listdir(fd):
+            if not _INDEX_NAME.match(name) or name.split(".", 1)[0] == keep:
+                continue  # not an index, or this one (and its project file)
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                    os.unlink(name, dir_fd=fd)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_subfolder(directory: str, parts: Sequence[str]) -> int:
+    """A descriptor of ``directory/parts...``, each part opened without following a link (the
+    cache folder itself may be a link the user made)."""
+    fd = os.open(directory, _DIR_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
+    try:
+        for part in parts:
+            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _cache_subfolder(directory: str, *parts: str) -> None:
+    """Make ``directory/parts...`` (``v1``, ``v1/summaries``) a real folder; a link or another
+    kind of file there is refused (OSError), never followed."""
+    path = directory
+    for part in parts:
+        path = os.path.join(path, part)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a folder"
+            raise OSError(f"{path} is {kind}; torchlint does not follow it")
+
+
+def _folder_problem(directory: str) -> Optional[str]:
+    """Why ``directory`` must not be used as the cache (one line), or None: it does not exist
+    yet, is empty, or holds torchlint's CACHEDIR.TAG, and its ``v1``, ``v1/summaries`` are
+    real folders if they exist. A folder that cannot be read is left to the write's warning."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None  # the write fails and says so
+    if not is_torchlint_cache(directory):
+        try:
+            with os.scandir(directory) as entries:
+                empty = next(entries, None) is None
+        except OSError:
+            return None
+        if not empty:
+            return (f"{directory} is not empty and is not a torchlint cache (no CACHEDIR.TAG written by "
+                    "torchlint); give the cache a folder of its own")
+        return None
+    path = directory
+    for part in (FORMAT, "summaries"):
+        path = os.path.join(path, part)
         try:
             st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
-                os.unlink(path)
         except OSError:
-            pass
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return f"{path} is a symbolic link; torchlint does not follow links inside its cache"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{path} is not a folder"
+    return None
 
 
 def _is_racy(mtime_ns: int) -> bool:
@@ -481,13 +643,17 @@ def _is_racy(mtime_ns: int) -> bool:
 
 
 def _prepare_dir(directory: str) -> None:
-    if os.path.isfile(os.path.join(directory, "CACHEDIR.TAG")):
+    """Make the cache folder (``Cache.usable`` said it is new, empty or torchlint's): its tag
+    first (a run killed after it leaves a folder torchlint still knows as its own), then a
+    ``.gitignore`` of ``*`` unless one is there."""
+    if is_torchlint_cache(directory):
         return
     os.makedirs(directory, exist_ok=True)
     from torchlint.atomic import atomic_write_text
 
-    atomic_write_text(os.path.join(directory, ".gitignore"), "# Created by torchlint.\n*\n")
     atomic_write_text(os.path.join(directory, "CACHEDIR.TAG"), _CACHEDIR_TAG)
+    if not os.path.lexists(os.path.join(directory, ".gitignore")):
+        atomic_write_text(os.path.join(directory, ".gitignore"), "# Created by torchlint.\n*\n")
 
 
 def open_cache(settings, flag: Optional[str] = None) -> Cache:

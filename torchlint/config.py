@@ -13,14 +13,15 @@ the config's folder, or with no config, in the nearest folder above the file tha
 
 from __future__ import annotations
 
-import fnmatch
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -29,6 +30,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from torchlint.globs import GlobError, compile_glob, glob_problem
 from torchlint.torch_api import DEFAULT_TORCH_VERSION
 
 
@@ -91,58 +93,33 @@ def expand_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
     return frozenset(out)
 
 
-def glob_to_regex(pattern: str) -> "re.Pattern[str]":
-    """A gitignore-style glob: ``*`` stays within a folder, ``**`` crosses folders."""
-    pat = pattern.replace(os.sep, "/")
-    i, out = 0, []
-    while i < len(pat):
-        c = pat[i]
-        if pat.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pat.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pat.find("]", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                body = pat[i + 1:j]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"(?:/.*)?\Z")
-
-
-@lru_cache(maxsize=4096)
-def _compiled(pattern: str):
-    return glob_to_regex(pattern.rstrip("/"))
-
-
 def path_matches(pattern: str, relpath: str) -> bool:
     """Does ``relpath`` (relative, '/'-separated) match; a pattern without '/' matches any
-    single component, as in .gitignore and flake8's ``exclude``."""
-    rel = relpath.replace(os.sep, "/").lstrip("./") if relpath.startswith("./") else relpath.replace(os.sep, "/")
+    single component, as in .gitignore and flake8's ``exclude``. The glob dialect and its
+    linear-time matching: ``torchlint.globs``. An invalid pattern matches nothing (the
+    configuration reports it: ``check_globs``)."""
+    rel = relpath.replace(os.sep, "/")
+    while rel.startswith("./"):
+        rel = rel[2:]
     pattern = pattern.strip()
     if pattern.startswith("./"):
         pattern = pattern[2:]
+    try:
+        rx = compile_glob(pattern.lstrip("/"))
+    except GlobError:
+        return False
     if "/" not in pattern.rstrip("/"):
-        rx = _compiled(pattern)
-        parts = rel.split("/")
-        return any(rx.match(part) for part in parts) or bool(rx.match(rel))
-    return bool(_compiled(pattern.lstrip("/")).match(rel))
+        return any(rx.match(part) for part in rel.split("/"))
+    return rx.match(rel) is not None
+
+
+def check_globs(globs: Iterable[str], where: str) -> None:
+    """A ``ConfigError`` naming the first invalid glob of ``globs`` (a leading ``!`` negates)."""
+    for glob in globs:
+        body = glob[1:] if glob.startswith("!") else glob
+        problem = glob_problem(body.strip().lstrip("/"))
+        if problem:
+            raise ConfigError(f"{where}: invalid glob {glob!r}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -218,20 +195,40 @@ class Settings:
             return path.replace(os.sep, "/")
 
     def codes_for_path(self, path: str) -> FrozenSet[str]:
+        """The codes enabled for ``path``: ``per-file-ignores`` applied. A glob starting with
+        ``!`` applies to the files it does not match (as in ruff)."""
         codes = self.enabled_codes
         if self._per_file:
             rel = self.relpath(path)
             for glob, ignored in self._per_file:
-                if path_matches(glob, rel) or fnmatch.fnmatch(os.path.basename(path), glob):
+                negated = glob.startswith("!")
+                if path_matches(glob[1:] if negated else glob, rel) != negated:
                     codes = codes - ignored
         return codes
 
-    def is_excluded(self, path: str) -> bool:
+    @cached_property
+    def _exclude_patterns(self) -> Tuple[Tuple[str, ...], bool]:
         patterns = self.exclude + self.extend_exclude
+        return patterns, any(p.startswith("!") for p in patterns)
+
+    def is_excluded(self, path: str) -> bool:
+        """Does ``exclude``/``extend-exclude`` leave ``path`` out? As in a ``.gitignore``, a
+        pattern starting with ``!`` takes back what earlier ones excluded, and the last match
+        wins (a folder left out is not searched, so a file in it cannot be taken back)."""
+        patterns, negations = self._exclude_patterns
         if not patterns:
             return False
         rel = self.relpath(path)
-        return any(path_matches(p, rel) for p in patterns)
+        if not negations:
+            return any(path_matches(p, rel) for p in patterns)
+        excluded = False
+        for pattern in patterns:
+            negated = pattern.startswith("!")
+            if negated != excluded:
+                continue  # cannot change the answer
+            if path_matches(pattern[1:] if negated else pattern, rel):
+                excluded = not negated
+        return excluded
 
     @cached_property
     def fingerprint(self) -> str:
@@ -256,6 +253,8 @@ def load_toml(path: Path) -> Dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib reads nested arrays and tables recursively
+        raise ConfigError(f"{path}: invalid TOML: values nested too deeply") from None
 
 
 def _str_list(value: Any, where: str) -> Tuple[str, ...]:
@@ -269,12 +268,17 @@ def settings_from_table(table: Mapping[str, Any], where: str, base: Settings) ->
     changes: Dict[str, Any] = {}
     for key, value in table.items():
         if key not in KNOWN_KEYS:
+            if key in ("rules", "lint"):  # ruff's and pylint's habit: per-rule tables
+                raise ConfigError(f"{where}: unknown key 'tool.torchlint.{key}': torchlint's rules have no "
+                                  "options; choose them with select, ignore and per-file-ignores")
             raise ConfigError(f"{where}: unknown key 'tool.torchlint.{key}'")
         attr = key.replace("-", "_")
         if key in LIST_KEYS:
             values = _str_list(value, f"{where}: tool.torchlint.{key}")
             if key in CODE_LIST_KEYS:
                 expand_codes(values, f"{where}: tool.torchlint.{key}")
+            else:
+                check_globs(values, f"{where}: tool.torchlint.{key}")
             changes[attr] = values
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
@@ -283,6 +287,7 @@ def settings_from_table(table: Mapping[str, Any], where: str, base: Settings) ->
             for glob, codes in value.items():
                 codes = _str_list(codes, f"{where}: tool.torchlint.per-file-ignores.{glob!r}")
                 expand_codes(codes, f"{where}: tool.torchlint.per-file-ignores.{glob!r}")
+                check_globs([glob], f"{where}: tool.torchlint.per-file-ignores")
                 pairs.append((glob, codes))
             changes[attr] = tuple(pairs)
         elif key == "target-torch-version":
@@ -336,8 +341,10 @@ class CliOverrides:
             expand_codes(self.ignore, "--ignore")
             changes["ignore"] = settings.ignore + tuple(self.ignore)
         if self.exclude is not None:
+            check_globs(self.exclude, "--exclude")
             changes["exclude"] = tuple(self.exclude)
         if self.extend_exclude:
+            check_globs(self.extend_exclude, "--extend-exclude")
             changes["extend_exclude"] = settings.extend_exclude + tuple(self.extend_exclude)
         if self.per_file_ignores:
             pairs = list(settings.per_file_ignores)
@@ -347,6 +354,7 @@ class CliOverrides:
                     raise ConfigError(f"--per-file-ignores: expected GLOB:CODES, got {item!r}")
                 code_list = tuple(c for c in codes.split(",") if c)
                 expand_codes(code_list, "--per-file-ignores")
+                check_globs([glob], "--per-file-ignores")
                 pairs.append((glob, code_list))
             changes["per_file_ignores"] = tuple(pairs)
         if self.target_torch_version is not None:
@@ -436,10 +444,30 @@ def is_standalone_config(path: Path, data: Mapping[str, Any]) -> bool:
 def _config_in(directory: Path) -> Optional[Path]:
     for name in STANDALONE_CONFIGS:  # used even when empty: the file says "this folder is configured"
         candidate = directory / name
-        if candidate.is_file():
+        if _is_file(candidate):
             return candidate
     candidate = directory / "pyproject.toml"
-    return candidate if candidate.is_file() and _has_torchlint_table(candidate) else None
+    return candidate if _is_file(candidate) and _has_torchlint_table(candidate) else None
+
+
+_UNSEARCHABLE: Set[str] = set()  # folders already warned about
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, but a folder that cannot be searched (mode 0000, another user's)
+    holds no configuration: a one-line warning once per folder, never a crash. Its files are
+    reported as unreadable by the read stage."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM):
+            return False  # absent, a dangling or looping link (as Path.is_file)
+        folder = str(path.parent)
+        if folder not in _UNSEARCHABLE:
+            _UNSEARCHABLE.add(folder)
+            print(f"torchlint: warning: cannot look for configuration in {folder}: {exc.strerror or exc}",
+                  file=sys.stderr)
+        return False
 
 
 def _has_torchlint_table(path: Path) -> bool:

@@ -1,7 +1,8 @@
 """Stage 1 of the pipeline: find the Python files to lint.
 
 Skips VCS folders, virtual environments, caches and build output, the configured ``exclude``
-globs and what ``.gitignore`` files ignore. A file named explicitly is always linted, unless
+globs and what git ignores (``.gitignore`` files, ``.git/info/exclude``, the global excludes
+file). A file named explicitly is always linted, unless
 ``--force-exclude`` asks that excludes apply to it too (pre-commit passes every changed file).
 
 Nothing is silently dropped: a ``.py`` name that is not a regular file (a FIFO, a symlink to a
@@ -14,9 +15,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Pattern
+from typing import Dict, Iterable, List, Optional, Pattern
 
-from torchlint.config import SettingsResolver, glob_to_regex
+from torchlint.config import SettingsResolver
+from torchlint.globs import GlobError, compile_glob
 
 DEFAULT_EXCLUDES = frozenset({
     ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
@@ -38,45 +40,86 @@ class IgnoreRule:
 
 
 def parse_gitignore(text: str) -> List[IgnoreRule]:
+    """The rules of a ``.gitignore`` (or ``info/exclude``, a global excludes file), read as git
+    reads them: a line git cannot match (an unclosed ``[``) is passed over, as git does."""
     rules = []
     for raw in text.splitlines():
-        line = raw.rstrip()
+        line = raw
+        while line.endswith(" ") and not line.endswith("\\ "):
+            line = line[:-1]  # trailing spaces do not count unless quoted with a backslash
         if not line or line.startswith("#"):
             continue
         negated = line.startswith("!")
         if negated:
-            line = line[1:]
-        if line.startswith("\\"):
             line = line[1:]
         dir_only = line.endswith("/")
         line = line.rstrip("/")
         if not line:
             continue
         anchored = "/" in line
-        rules.append(IgnoreRule(negated, dir_only, anchored, glob_to_regex(line.lstrip("/"))))
+        try:
+            regex = compile_glob(line.lstrip("/"))
+        except GlobError:
+            continue
+        rules.append(IgnoreRule(negated, dir_only, anchored, regex))
     return rules
 
 
+def _read_ignore_file(path: str) -> List[IgnoreRule]:
+    """The rules of one ignore file; none if it is absent, unreadable or not a regular file."""
+    from torchlint.source import UnreadableFile, read_bytes
+
+    try:
+        data, _ = read_bytes(path, MAX_IGNORE_FILE_BYTES)
+    except UnreadableFile:
+        return []
+    return parse_gitignore(data.decode("utf-8", "replace"))
+
+
+#: An ignore file larger than this is not read (no real one comes near).
+MAX_IGNORE_FILE_BYTES = 16 * 1024 * 1024
+
+
 class GitIgnore:
-    """The .gitignore files met on the way down, evaluated like git: deeper and later wins."""
+    """The .gitignore files met on the way down, evaluated like git: deeper and later wins.
+    At the top of a git repository, ``$GIT_DIR/info/exclude`` and the user's global excludes
+    file (``core.excludesFile``, by default ``$XDG_CONFIG_HOME/git/ignore``) count too, below
+    that folder's ``.gitignore``, as in git."""
 
     def __init__(self) -> None:
         self._rules: Dict[str, List[IgnoreRule]] = {}
         self._chains: Dict[str, List[str]] = {}
+        self._user_config: Optional[Dict[str, str]] = None  # the git config files above a repository's
 
     def load_dir(self, directory: str) -> None:
         if directory in self._rules:
             return
         self._chains.clear()  # a chain asked before this folder's rules were known
-        path = os.path.join(directory, ".gitignore")
         rules: List[IgnoreRule] = []
+        if os.path.lexists(os.path.join(directory, ".git")):
+            rules = self._repository_rules(directory)
+        path = os.path.join(directory, ".gitignore")
         if os.path.isfile(path):
-            try:
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    rules = parse_gitignore(fh.read())
-            except OSError:
-                rules = []
+            rules = rules + _read_ignore_file(path)
         self._rules[directory] = rules
+
+    def _repository_rules(self, top: str) -> List[IgnoreRule]:
+        """The global excludes file's rules, then ``info/exclude``'s, of the repository at ``top``."""
+        from torchlint import gitconfig
+
+        git_dir = gitconfig.common_git_dir(top)
+        if self._user_config is None:
+            self._user_config = gitconfig.user_config()
+        settings = dict(self._user_config)
+        if git_dir is not None:
+            settings.update(gitconfig.read_config(os.path.join(git_dir, "config")))
+        rules = []
+        excludes = gitconfig.excludes_file(settings, top)
+        if excludes:
+            rules += _read_ignore_file(excludes)
+        if git_dir is not None:
+            rules += _read_ignore_file(os.path.join(git_dir, "info", "exclude"))
+        return rules
 
     def load_ancestors(self, directory: str) -> None:
         """Load .gitignore files from ``directory`` up to the enclosing git repository's root."""

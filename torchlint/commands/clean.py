@@ -17,7 +17,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--config", metavar="PATH", help="the pyproject.toml whose cache-dir to use")
     parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
     args = parser.parse_args(list(argv))
-    from torchlint.cache import resolve_cache_dir
+    from torchlint.cache import is_torchlint_cache, resolve_cache_dir
     from torchlint.config import ConfigError, SettingsResolver
 
     try:
@@ -28,10 +28,11 @@ def main(argv: Sequence[str]) -> int:
     directory = resolve_cache_dir(settings, args.cache_dir)
     if not os.path.isdir(directory):
         return EXIT_OK
-    if not os.path.isfile(os.path.join(directory, "CACHEDIR.TAG")) and os.listdir(directory):
-        # Never delete a folder torchlint did not create (a mistyped --cache-dir).
-        print(f"torchlint: error: {directory} is not a torchlint cache (no CACHEDIR.TAG); not removing it",
-              file=sys.stderr)
+    if not is_torchlint_cache(directory) and os.listdir(directory):
+        # Never delete a folder torchlint did not create (a mistyped --cache-dir, another
+        # program's cache with its own CACHEDIR.TAG).
+        print(f"torchlint: error: {directory} is not a torchlint cache (no CACHEDIR.TAG written by torchlint); "
+              "not removing it", file=sys.stderr)
         return EXIT_ERROR
     try:
         shutil.rmtree(directory)
