@@ -307,3 +307,22 @@ def test_recursion_anywhere_in_a_lint_is_tl003_not_an_internal_error(monkeypatch
     found, _, error = lint_text(SourceFile("t.py", "import torch\n"), Settings())
     assert error is None and [(d.code, d.message) for d in found] == [
         ("TL003", "too complex to analyse: nested past Python's recursion limit")]
+
+
+# -- item 17: the linted code's SyntaxWarnings are not printed ----------------------------------
+
+WARNS = 'import torch\nx = "\\d"\nif x is 1:\n    pass\nfor i in range(3):\n    y = torch.zeros(3).cuda()\n'
+
+
+@pytest.mark.parametrize("mode", [[], ["--fix"], ["--diff"], ["--fix-only"]])
+def test_syntax_warnings_of_the_linted_code_are_not_printed(tmp_path, mode):
+    """``--fix`` and ``--diff`` printed ``SyntaxWarning: "is" with a literal`` (compile() without a
+    filter); with every warning shown (``PYTHONWARNINGS=always``), a notebook's lint did too."""
+    (tmp_path / "w.py").write_text(WARNS)
+    (tmp_path / "w.ipynb").write_text(_notebook(WARNS))
+    env = dict(os.environ, PYTHONWARNINGS="always")
+    proc = cli("--isolated", "--no-cache", *mode, "w.py", "w.ipynb", cwd=tmp_path, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert b"Warning" not in proc.stderr, proc.stderr
+    piped = cli("--isolated", "--no-cache", *mode, "-", cwd=tmp_path, env=env, input=WARNS.encode())
+    assert b"Warning" not in piped.stderr, piped.stderr

@@ -10,11 +10,12 @@ notebooks, through ``notebook.fix_notebook``), the language server fixes its buf
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from torchlint.diagnostics import SAFE, UNSAFE, Diagnostic, Fix
 from torchlint.locator import Locator
@@ -177,9 +178,10 @@ def parse_error(text: str, path: str, strict: bool = True) -> Optional[str]:
         return f"libcst: {str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__}"
     try:
         if strict:
-            compile(text, path, "exec", dont_inherit=True)
+            _compile(text, path)
         else:
-            ast.parse(text, filename=path)
+            with _no_syntax_warnings():
+                ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         msg = getattr(exc, "msg", None) or str(exc)
         line = getattr(exc, "lineno", None)
@@ -187,9 +189,25 @@ def parse_error(text: str, path: str, strict: bool = True) -> Optional[str]:
     return None
 
 
+@contextlib.contextmanager
+def _no_syntax_warnings() -> Iterator[None]:
+    """SyntaxWarnings of the linted code (``x is 1``, ``"\\d"``) are not ours to print: a lint
+    shows none, so ``--fix`` and ``--diff`` show none either."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _compile(text: str, path: str):
+    with _no_syntax_warnings():
+        return compile(text, path, "exec", dont_inherit=True)
+
+
 def _compiles(text: str, path: str) -> bool:
     try:
-        compile(text, path, "exec", dont_inherit=True)
+        _compile(text, path)
     except Exception:
         return False
     return True

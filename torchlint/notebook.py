@@ -473,13 +473,13 @@ def build_program(cells: Sequence[Tuple[int, str]]) -> Program:
     program = _join(parts)
     program.skipped = skipped
     try:
-        ast.parse(program.text)
+        _parse(program.text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         # Each cell runs on its own, so each must parse alone: find the ones that do not.
         kept, broken = [], []
         for cell in parts:
             try:
-                ast.parse(cell.masked)
+                _parse(cell.masked)
             except SyntaxError as exc:
                 broken.append((cell.number, exc, cell.masked))
                 continue
@@ -754,10 +754,20 @@ def _relocate_imports(program: Program, edits: List[Edit]) -> List[Edit]:
     return out
 
 
+def _parse(text: str) -> ast.Module:
+    """``ast.parse`` without printing the code's own SyntaxWarnings (``x is 1``, ``"\\d"``):
+    a Python file's lint shows none (engine._ast_parse), a notebook's neither."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
 def _import_anchor(program: Program) -> Optional[Location]:
     """End of the last line of the first run of top-level imports in the first cell holding one."""
     try:
-        module = ast.parse(program.text)
+        module = _parse(program.text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     body = module.body
