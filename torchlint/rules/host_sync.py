@@ -443,10 +443,9 @@ def _accumulation_fix(ctx, call: cst.Call, loop: cst.CSTNode) -> Optional[FixSpe
         in_loop = any(p is loop for p in path)
         if parent is owner and (node is target or (isinstance(owner, cst.Assign) and node is owner.value.left)):
             continue  # the accumulation itself
-        if isinstance(parent, cst.AssignTarget):
-            statement = path[-2]
-            value = statement.value if isinstance(statement, cst.Assign) else None
-            if len(statement.targets) != 1 or not isinstance(value, (cst.Integer, cst.Float)):
+        value = _paired_value(path)
+        if isinstance(parent, cst.AssignTarget) or value is not None:
+            if not isinstance(value, (cst.Integer, cst.Float)):
                 return None
             if not in_loop:
                 if init is not None:
@@ -470,6 +469,25 @@ def _accumulation_fix(ctx, call: cst.Call, loop: cst.CSTNode) -> Optional[FixSpe
     kept = NodeEdit(call, ctx.module.code_for_node(call.func.value)) if count else NodeEdit(call.func.attr, "detach")
     edits = [kept] + [NodeEdit(r, f"{cast}({acc})") for r in reads]
     return FixSpec(UNSAFE, f"Sum on the device (`.detach()`), read `{cast}({acc})` when logging", tuple(edits))
+
+
+def _paired_value(path: List[cst.CSTNode]) -> Optional[cst.BaseExpression]:
+    """The value a Name gets from the assignment it is the target of, at the end of ``path``:
+    ``acc = 0.0``, or ``acc`` in ``acc, seen = 0.0, 0`` (a tuple of targets given a tuple of
+    values); None for anything else."""
+    if len(path) >= 2 and isinstance(path[-1], cst.AssignTarget) and isinstance(path[-2], cst.Assign):
+        return path[-2].value if len(path[-2].targets) == 1 else None
+    if (len(path) >= 4 and isinstance(path[-1], cst.Element) and isinstance(path[-2], cst.Tuple)
+            and isinstance(path[-3], cst.AssignTarget) and isinstance(path[-4], cst.Assign)
+            and len(path[-4].targets) == 1 and path[-3].target is path[-2]):
+        values = path[-4].value
+        elements = list(path[-2].elements)
+        if not isinstance(values, cst.Tuple) or len(values.elements) != len(elements) or any(
+                isinstance(e, cst.StarredElement) for e in [*elements, *values.elements]):
+            return None
+        index = next(i for i, e in enumerate(elements) if e is path[-1])
+        return values.elements[index].value
+    return None
 
 
 def _counts(call: cst.Call) -> bool:
