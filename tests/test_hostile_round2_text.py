@@ -326,3 +326,44 @@ def test_syntax_warnings_of_the_linted_code_are_not_printed(tmp_path, mode):
     assert b"Warning" not in proc.stderr, proc.stderr
     piped = cli("--isolated", "--no-cache", *mode, "-", cwd=tmp_path, env=env, input=WARNS.encode())
     assert b"Warning" not in piped.stderr, piped.stderr
+
+
+# -- item 18: file-level directives come from comments only --------------------------------------
+
+FLAGGED = "import torch\nfor i in range(3):\n    y = torch.zeros(3).cuda()\n"
+
+
+@pytest.mark.parametrize("template", [
+    'TEMPLATE = """\n# torchlint: noqa\n"""\n',
+    "TEMPLATE = '''\n  # torchlint: noqa: TL202\n'''\n",
+    'TEMPLATE = "\\\n# torchlint: noqa"\n',
+    'def f():\n    """Example:\n\n    # torchlint: noqa\n    """\n',
+])
+def test_directive_inside_a_string_exempts_nothing(template):
+    from torchlint.suppression import file_exemptions
+
+    for text in (template + FLAGGED, FLAGGED + template):
+        assert file_exemptions(text) is None
+        found = lint_source(text, "t.py", Settings())
+        assert [d.code for d in found] == ["TL202"]
+        cr = text.replace("\n", "\r")
+        assert [d.code for d in lint_source(cr, "t.py", Settings())] == ["TL202"]
+
+
+@pytest.mark.parametrize("directive, codes", [
+    ("# torchlint: noqa\n", []),
+    ("# torchlint: noqa: TL202\n", []),
+    ("  # torchlint: noqa: TL101\n", ["TL202"]),
+    ("\x0c# torchlint: noqa\n", []),
+])
+@pytest.mark.parametrize("ending", ["\n", "\r", "\r\n"])
+def test_directive_in_a_comment_still_exempts(directive, codes, ending):
+    text = ('"""Docstring."""\n' + FLAGGED + 's = """x"""\n' + directive).replace("\n", ending)
+    assert [d.code for d in lint_source(text, "t.py", Settings())] == codes
+    assert [d.code for d in lint_source(directive.replace("\n", ending) + FLAGGED, "t.py", Settings())] == codes
+
+
+def test_directive_inside_a_notebook_string_exempts_nothing(tmp_path):
+    (tmp_path / "n.ipynb").write_text(_notebook('TEMPLATE = """\n# torchlint: noqa\n"""\n' + FLAGGED))
+    proc = cli("--isolated", "--no-cache", "--output-format", "concise", "n.ipynb", cwd=tmp_path)
+    assert proc.returncode == 1 and b"TL202" in proc.stdout, proc.stdout + proc.stderr

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import tokenize
 from dataclasses import dataclass
@@ -17,10 +18,12 @@ _CODE = r"[A-Z]+[0-9]+"
 _LINE_NOQA = re.compile(
     r"#\s*noqa(?::[\s]?(?P<codes>" + _CODE + r"(?:[,\s]+" + _CODE + r")*))?", re.IGNORECASE
 )
+# A whole line (``_file_directives`` cuts it out: lines end at \n, \r\n or a lone \r, as CPython
+# ends them); a form feed may stand before the ``#``, as in any indentation.
 _FILE_NOQA = re.compile(
-    r"^[ \t]*#[ \t]*torchlint[ \t]*:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>"
-    + _CODE + r"(?:[,\s]+" + _CODE + r")*))?[ \t]*$",
-    re.IGNORECASE | re.MULTILINE,
+    r"[ \t\f]*#[ \t]*torchlint[ \t]*:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>"
+    + _CODE + r"(?:[,\s]+" + _CODE + r")*))?[ \t]*",
+    re.IGNORECASE,
 )
 
 ALL = None  # marker: every code is suppressed
@@ -49,16 +52,57 @@ def _codes(text: Optional[str]) -> Optional[FrozenSet[str]]:
 
 
 def file_exemptions(text: str):
-    """Codes exempted for the whole file: None (nothing), ``"ALL"``, or a frozenset."""
+    """Codes exempted for the whole file: None (nothing), ``"ALL"``, or a frozenset. Only a
+    comment is a directive: the line ``# torchlint: noqa`` inside a string literal (a template,
+    a docstring's example) exempts nothing. The regex finds the candidates (rare), then the text
+    is tokenized as far as the last one, only to tell comments from strings."""
     if "torchlint" not in text:
         return None
+    matches = _file_directives(text)
+    if not matches:
+        return None
+    locator = Locator(text)
+    wanted = [locator.location(start + m.group().index("#")) for start, m in matches]
+    comments = _comment_starts(text, wanted[-1].row)
     codes: set = set()
-    for match in _FILE_NOQA.finditer(text):
+    for (_, match), where in zip(matches, wanted):
+        if (where.row, where.column - 1) not in comments:
+            continue  # inside a string (or past where the text stops tokenizing)
         found = _codes(match.group("codes"))
         if found is ALL:
             return "ALL"
         codes |= found
     return frozenset(codes) if codes else None
+
+
+def _file_directives(text: str) -> List[Tuple[int, "re.Match[str]"]]:
+    """(offset of the line, match) for each line that is a file-level directive, found from
+    each ``torchlint`` in the text (``str.find``: a regex tried at every offset cost 2-3x more)."""
+    found = []
+    at = text.find("torchlint")
+    while at >= 0:
+        start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+        end = min((e for e in (text.find("\n", at), text.find("\r", at)) if e >= 0), default=len(text))
+        match = _FILE_NOQA.fullmatch(text, start, end)
+        if match:
+            found.append((start, match))
+        at = text.find("torchlint", end)
+    return found
+
+
+def _comment_starts(text: str, last_row: int) -> Set[Tuple[int, int]]:
+    """(row, 0-based column) where each comment token starts, up to ``last_row``; only what
+    tokenizes before an error counts (a text that does not is TL001 anyway)."""
+    starts: Set[Tuple[int, int]] = set()
+    try:  # newline=None: a lone \r ends a line, as for CPython and Locator
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if tok.start[0] > last_row:
+                break
+            if tok.type == tokenize.COMMENT:
+                starts.add(tok.start)
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        pass
+    return starts
 
 
 def line_noqa(text: str, rows: Iterable[int]) -> Dict[int, Optional[FrozenSet[str]]]:
@@ -78,7 +122,10 @@ def line_noqa(text: str, rows: Iterable[int]) -> Dict[int, Optional[FrozenSet[st
 def filter_suppressed(text: str, diagnostics: List[Diagnostic], path: Optional[str] = None,
                       enabled: Optional[FrozenSet[str]] = None) -> List[Diagnostic]:
     """Findings not suppressed by noqa comments. With the file's ``path`` and ``enabled`` codes,
-    TL004 (unused-noqa, when enabled) is judged against every finding first."""
+    TL004 (unused-noqa, when enabled) is judged against every finding first. With
+    ``TORCHLINT_IGNORE_NOQA`` set (``--ignore-noqa``) nothing is suppressed."""
+    if os.environ.get("TORCHLINT_IGNORE_NOQA"):
+        return diagnostics
     judge = path is not None and enabled is not None and UNUSED_NOQA in enabled and _names_tl_code(text)
     if not diagnostics and not judge:
         return diagnostics
