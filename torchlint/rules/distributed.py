@@ -111,7 +111,8 @@ class PerParameterAllReduce(Rule):
         attrs = text(tensor.value).split(".")[1:]
         if attrs not in (["grad"], ["grad", "data"], ["data"]) or loop.orelse is not None or loop.asynchronous:
             return None
-        if has_star_args(node) or get_arg(node, "async_op", 3) is not None:
+        async_op = get_arg(node, "async_op", 3)
+        if has_star_args(node) or async_op is not None and literal_value(async_op.value) is not False:
             return None  # the returned work handle may be waited on
         if len(anc) < 4 or not (isinstance(anc[-1], cst.Expr) and anc[-1].value is node):
             return None
