@@ -73,3 +73,35 @@ def test_the_language_server_reports_tl003_where_the_cli_does(tmp_path):
         assert got["range"]["start"]["line"] + 1 == expected["location"]["row"] == 869
     finally:
         client.close()
+
+
+# -- a buffer larger than the parser's cache ------------------------------------------------------
+
+def test_a_buffer_larger_than_the_cache_reuses_its_trees_after_an_edit(monkeypatch):
+    """2.5M characters (the cache was 2M: each lint evicted the pieces the next one needed,
+    and every keystroke parsed the whole buffer again: 751 libcst parses of 751)."""
+    import libcst
+
+    from torchlint import engine, parsing
+    from torchlint.config import Settings
+
+    monkeypatch.setattr(engine, "_INCREMENTAL", parsing.IncrementalParser())
+    text = "import torch.nn as nn\n\nmodel = nn.DataParallel(m)\n\n\n" + "".join(
+        f"def f{i}(x):\n    doc = '{'a' * 10_000}'\n    return x.sum()\n\n\n" for i in range(250))
+    assert len(text) > 2_500_000 > parsing.CACHE_CHARS
+    parsed: List[str] = []
+    real = libcst.parse_module
+
+    def counting(source, *args, **kwargs):
+        parsed.append(source)
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(libcst, "parse_module", counting)
+    settings = Settings()
+    first = engine.lint_source(text, "big.py", settings, incremental=True)
+    assert [d.code for d in first] == ["TL701"] and len(parsed) > 500
+    parsed.clear()
+    edited = text.replace("return x.sum()", "return x.mean()", 1)
+    second = engine.lint_source(edited, "big.py", settings, incremental=True)
+    assert [d.code for d in second] == ["TL701"]
+    assert len(parsed) == 1 and "x.mean()" in parsed[0] and len(parsed[0]) < 100  # the edited statement only

@@ -175,6 +175,9 @@ _BY_PARTS = {ast.ClassDef: "ClassDef", ast.FunctionDef: "FunctionDef", ast.Async
 class IncrementalParser:
     def __init__(self, max_chars: int = CACHE_CHARS, split_definitions: bool = True) -> None:
         self.max_chars = max_chars
+        #: what the cache holds for the text being parsed: ``max_chars``, or more for a buffer
+        #: whose pieces alone would not fit (``_budget``)
+        self._limit = max_chars
         self.split_definitions = split_definitions
         self._chunks: "OrderedDict[Union[str, Tuple[str, int]], cst.Module]" = OrderedDict()
         self._chars = 0
@@ -214,6 +217,7 @@ class IncrementalParser:
         """``tree``: CPython's tree of ``text`` when the caller has it (saves parsing it again;
         with it, a large class is parsed statement by statement of its body)."""
         self.first_lines = None
+        self._limit = self._budget(len(text))
         chunks, firsts, groups = self._split_of(text, tree)
         self._split = None  # the texts are not kept alive
         if chunks is None or len(chunks) < 2:
@@ -223,7 +227,7 @@ class IncrementalParser:
         failed: Optional[Tuple[int, cst.ParserSyntaxError]] = None
         try:
             for i, chunk in enumerate(chunks):
-                modules.append(self._chunk(chunk, groups[i] if groups else None))
+                modules.append(self._chunk(chunk, groups[i]) if groups else self._chunk(chunk))
         except cst.ParserSyntaxError as exc:
             # libcst rejects a piece of a file CPython accepts: the error must be the file's, at
             # the file's row (what a whole lint says), not one counted inside the piece
@@ -279,9 +283,19 @@ class IncrementalParser:
     def _store(self, key: Union[str, Tuple[str, int]], module: cst.Module) -> None:
         self._chunks[key] = module
         self._chars += len(key if isinstance(key, str) else key[0])
-        while self._chars > self.max_chars and len(self._chunks) > 1:
+        while self._chars > self._limit and len(self._chunks) > 1:
             old, _ = self._chunks.popitem(last=False)
             self._chars -= len(old if isinstance(old, str) else old[0])
+
+    def _budget(self, size: int) -> int:
+        """The cache's size while a text of ``size`` characters is parsed: a buffer larger than
+        the cache would evict its own pieces before its next parse (every keystroke in a 2.5M
+        character file was a whole parse), so the cache grows with it: room for each piece of
+        the text twice (a large definition is cached whole and by parts) and a quarter of the
+        usual cache for the other buffers. A parser without a cache (``max_chars=0``) keeps none."""
+        if not self.max_chars or 2 * size <= self.max_chars:
+            return self.max_chars
+        return 2 * size + self.max_chars // 4
 
     def _definition_chunk(self, chunk: str, first_line: int, node: "_Definition") -> Optional[cst.Module]:
         """The chunk holding one class or function, from libcst's trees of its parts: the text
