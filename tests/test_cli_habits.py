@@ -136,7 +136,7 @@ def test_stdin_filename_with_paths_is_a_usage_error(project, capsys):
 @pytest.mark.parametrize("word, message", [
     ("chek", "no such file or command: 'chek' (did you mean `torchlint check`?)"),
     ("rulee", "no such file or command: 'rulee' (did you mean `torchlint rule`?)"),
-    ("frobnicate", "no such file or command: 'frobnicate' (commands: check, rule, server, clean)"),
+    ("frobnicate", "no such file or command: 'frobnicate' (commands: check, rule, server, clean, version)"),
 ])
 def test_mistyped_command_is_an_error_not_tl002(project, capsys, word, message):
     (project / "t.py").write_text(BAD)
@@ -506,3 +506,220 @@ def test_full_format_shows_the_first_lines_of_a_long_span_then_how_many_more():
     short = Diagnostic("TL201", "host-sync-in-loop", "m", "t.py", Location(3, 5), Location(3, 12), None, 3, (3,))
     out = get_renderer("full")([short], ReportContext(sources={"t.py": text}))
     assert out.splitlines()[1:5] == [" 2 | for batch in loader:", " 3 |     step(0)", "   |     ^^^^^^^ TL201", " 4 |     step(1)"]
+
+
+# -- issue 30, item 5: CLI habits (ruff's) ----------------------------------------------------
+
+PREVIEW_FILE = "import torch\n"
+
+
+def test_selecting_a_preview_rule_without_preview_warns(project, capsys):
+    from torchlint.rules import preview_codes
+
+    code = sorted(preview_codes())[0]
+    (project / "a.py").write_text(GOOD)
+    _, _, err = run(capsys, "--select", code, ".")
+    assert f"torchlint: warning: Selection `{code}` has no effect because preview is not enabled" in err
+    for quiet in (["--preview"], ["-q"], ["--select", "TL7"]):
+        _, _, err = run(capsys, "--select", code, *quiet, ".") if quiet[0] != "--select" else run(capsys, *quiet, ".")
+        assert "has no effect" not in err
+    (project / "pyproject.toml").write_text(f"[tool.torchlint]\nextend-select = ['{code}']\n")
+    assert "has no effect" in run(capsys, ".")[2]
+
+
+def test_no_file_found_warns(project, capsys):
+    (project / "empty").mkdir()
+    code, _, err = run(capsys, "empty")
+    assert code == 0
+    assert "torchlint: warning: No Python files found under the given path(s)" in err
+    (project / "empty" / "a.py").write_text(GOOD)
+    assert "No Python files found" not in run(capsys, "empty")[2]
+
+
+def _args(**kw):
+    import argparse
+
+    base = dict(quiet=False, silent=False, output_format=None, statistics=False)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+@pytest.mark.parametrize("kw, tty, env, expected", [
+    ({}, True, {}, True),
+    ({"output_format": "concise"}, True, {}, True),
+    ({"output_format": "json"}, True, {}, False),  # machine formats never
+    ({"output_format": "sarif"}, True, {}, False),
+    ({"statistics": True}, True, {}, False),
+    ({"quiet": True}, True, {}, False),
+    ({"silent": True}, True, {}, False),
+    ({}, False, {}, False),  # a pipe, a CI log
+    ({}, True, {"TERM": "dumb"}, False),
+])
+def test_progress_only_on_a_terminal_for_human_formats(monkeypatch, kw, tty, env, expected):
+    from torchlint.commands.progress import wanted
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stream = _Tty() if tty else io.StringIO()
+    assert wanted(_args(**kw), stream) is expected
+
+
+def test_progress_line_counts_what_the_pools_report_and_is_cleared(monkeypatch):
+    from torchlint import workers
+    from torchlint.commands import progress as progress_module
+
+    monkeypatch.setattr(progress_module, "DELAY", 0.0)
+    monkeypatch.setattr(progress_module, "INTERVAL", 0.01)
+    stream = _Tty()
+    with progress_module.progress(_args(), 10, stream) as shown:
+        assert workers.PROGRESS is not None
+        workers.PROGRESS(0, 10)
+        workers.PROGRESS(3, 0)
+        deadline = time.monotonic() + 10
+        while "3/10 files analysed" not in stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert workers.PROGRESS is None and shown is not None
+    text = stream.getvalue()
+    assert "torchlint: 3/10 files analysed" in text
+    assert text.endswith("\r\x1b[K")  # the line is wiped: the report starts on a clean line
+
+
+def test_progress_through_a_real_pool_and_never_on_a_pipe(project, capsys, monkeypatch):
+    """A run big enough for a pool, stderr a terminal: progress lines name the files done; the
+    same run with stderr a pipe (a subprocess) has none."""
+    from torchlint.commands import progress as progress_module
+
+    fixtures = sorted((ROOT / "fixtures").glob("TL*.py"))
+    for f in fixtures:
+        (project / f.name).write_text(f.read_text())
+    monkeypatch.setattr(progress_module, "DELAY", 0.0)
+    monkeypatch.setattr(progress_module, "INTERVAL", 0.001)
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    code = main(["--no-cache", "--isolated", "-j", "2", "--output-format", "concise", "."])
+    monkeypatch.undo()
+    assert code == 1
+    assert f"/{len(fixtures)} files analysed" in tty.getvalue()
+    done = subprocess.run([sys.executable, "-m", "torchlint", "--no-cache", "--isolated", "-j", "2", "."],
+                          cwd=project, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TORCHLINT_PROGRESS_DELAY": "0"})
+    assert done.returncode == 1 and "\r" not in done.stderr and "files analysed" not in done.stderr
+
+
+def test_config_key_value_overrides_every_configuration(project, capsys):
+    (project / "a.py").write_text(BAD + FIXABLE)
+    (project / "pyproject.toml").write_text("[tool.torchlint]\nselect = ['TL701']\n")
+    assert codes(concise(capsys, ".")[1]) == ["TL701"]
+    assert codes(concise(capsys, "--config", "select = ['TL906']", ".")[1]) == ["TL906"]
+    assert codes(concise(capsys, "--config", "tool.torchlint.select = ['TL906']", ".")[1]) == ["TL906"]
+    # with a configuration file named too, and flags still win over the pairs
+    other = project / "other.toml"
+    other.write_text("select = ['TL701']\n")
+    assert codes(concise(capsys, "--config", str(other), "--config", "extend-select=['TL906']", ".")[1]) == ["TL701", "TL906"]
+    assert codes(concise(capsys, "--config", "select=['TL906']", "--select", "TL701", ".")[1]) == ["TL701"]
+    (project / "sub").mkdir()
+    (project / "sub" / "torchlint.toml").write_text("select = ['TL701']\n")
+    (project / "sub" / "b.py").write_text(FIXABLE)
+    assert codes(concise(capsys, "--config", "select=['TL906']", ".")[1]) == ["TL906", "TL906"]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("selec = ['TL1']", "--config: unknown key 'selec'"),
+    ("select = [", "not a file and not a TOML KEY = VALUE pair"),
+    ("select = 3", "--config: select"),
+    ("a = 1\nb = 2", "expected one KEY = VALUE pair"),
+])
+def test_config_key_value_errors_are_one_line(project, capsys, value, message):
+    (project / "a.py").write_text(GOOD)
+    code, out, err = run(capsys, "--config", value, ".")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_two_config_files_are_a_usage_error(project, capsys):
+    for name in ("a.toml", "b.toml"):
+        (project / name).write_text("")
+    code, _, err = run(capsys, "--config", "a.toml", "--config", "b.toml", ".")
+    assert code == 2 and "--config names one configuration file" in err
+
+
+def test_ignore_noqa_reports_suppressed_findings_and_leaves_the_cache_alone(project, capsys, monkeypatch):
+    monkeypatch.delenv("TORCHLINT_IGNORE_NOQA", raising=False)
+    (project / "a.py").write_text("import torch.nn as nn\n\nmodel = nn.DataParallel(model)  # noqa: TL701\n")
+    (project / "b.py").write_text("# torchlint: noqa\n" + BAD)
+    cached = ["--cache-dir", str(project / "cache"), "--output-format", "concise", "."]
+    assert main(cached) == 0
+    capsys.readouterr()
+    assert main(["--ignore-noqa", *cached]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(line.split(":")[0] for line in out) == ["a.py", "b.py"]
+    assert "TORCHLINT_IGNORE_NOQA" not in os.environ  # set for the run (and its workers) only
+    assert main(cached) == 0  # the cache holds the suppressed run's findings, not these
+    assert "TL004" not in capsys.readouterr().out
+
+
+def test_quiet_and_silent(project, capsys):
+    (project / "a.py").write_text(BAD)
+    (project / "empty").mkdir()
+    code, out, err = run(capsys, "-q", "--output-format", "concise", "a.py", "empty")
+    assert code == 1 and out.startswith("a.py:3:9: TL701") and err == ""
+    code, out, err = run(capsys, "-s", "a.py")
+    assert code == 1 and out == "" and err == ""
+    code, out, err = run(capsys, "--silent", "--output-format", "json", "a.py")
+    assert code == 1 and out == "" and err == ""
+    (project / "b.py").write_bytes(b"\x00\x01")
+    code, out, err = run(capsys, "-s", "--select", "TL701", "a.py")
+    assert code == 1 and out == ""
+
+
+def test_version_subcommand(capsys):
+    from torchlint import __version__
+
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out == f"torchlint {__version__}\n"
+    assert main(["version", "--output-format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == __version__
+    assert main(["versoin"]) == 2
+    assert "did you mean `torchlint version`?" in capsys.readouterr().err
+
+
+def _lint_with_cache(folder: Path, cache: Path) -> None:
+    (folder / "a.py").write_text(GOOD)
+    assert main(["-q", "--cache-dir", str(cache), str(folder / "a.py")]) == 0
+
+
+def test_clean_removes_every_torchlint_cache_under_the_tree_and_nothing_else(project, capsys):
+    from torchlint.cache import is_torchlint_cache
+
+    for sub in ("one", "two/deeper"):
+        (project / sub).mkdir(parents=True)
+        _lint_with_cache(project / sub, project / sub / ".torchlint_cache")
+        assert is_torchlint_cache(str(project / sub / ".torchlint_cache"))
+    _lint_with_cache(project, project / ".torchlint_cache")
+    # look-alikes: another tool's tagged cache, an untagged folder of that name, a link to a cache
+    other = project / "other" / ".cache"
+    other.mkdir(parents=True)
+    (other / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n# created by sometool\n")
+    plain = project / "plain" / ".torchlint_cache"
+    plain.mkdir(parents=True)
+    (plain / "keep.txt").write_text("mine")
+    outside = project.parent / (project.name + "-outside")
+    outside.mkdir()
+    _lint_with_cache(outside, outside / ".torchlint_cache")
+    (project / "link").symlink_to(outside, target_is_directory=True)
+    capsys.readouterr()
+    assert main(["clean"]) == 0
+    err = capsys.readouterr().err
+    assert not (project / ".torchlint_cache").exists()
+    assert not (project / "one" / ".torchlint_cache").exists()
+    assert not (project / "two" / "deeper" / ".torchlint_cache").exists()
+    assert err.count("Removed ") == 3
+    assert (other / "CACHEDIR.TAG").exists() and (plain / "keep.txt").exists()
+    assert (outside / ".torchlint_cache").exists()  # not through the link
+    assert (project / "one" / "a.py").exists()
+    # a folder given: only under it
+    _lint_with_cache(project / "one", project / "one" / ".torchlint_cache")
+    _lint_with_cache(project / "two", project / "two" / ".torchlint_cache")
+    assert main(["clean", "-q", "--isolated", "one"]) == 0
+    assert not (project / "one" / ".torchlint_cache").exists() and (project / "two" / ".torchlint_cache").exists()
+    assert main(["clean", "nothere"]) == 2

@@ -187,3 +187,72 @@ def test_unreadable_requirements_file_warns(shared_dir):
     code, stderr = _as_unprivileged(run, shared_dir)
     assert code == 0, stderr  # torch>=2.1 from the readable file: no TL401
     assert "requirements.txt: cannot be read (Permission denied); torch version not inferred from it" in stderr
+
+
+# -- item 8: cross-file findings whatever files are named ----------------------------------------
+
+HELPER = ROOT / "fixtures" / "projects" / "per_step_helper"
+
+
+@pytest.fixture
+def helper_project(tmp_path, monkeypatch):
+    """per_step_helper laid out as a package: pkg/metrics.py is per-step only because
+    train.py (at the root) calls it in its training loop."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n\n[tool.torchlint]\n")
+    train = (HELPER / "train.py").read_text().replace("from metrics import", "from pkg.metrics import")
+    train = train.replace("import metrics", "import pkg.metrics as metrics")
+    (tmp_path / "train.py").write_text(train)
+    (tmp_path / "pkg" / "metrics.py").write_text((HELPER / "metrics.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _rows(capsys, *args, stdin=None, monkeypatch=None):
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    code = main(["--output-format", "json", *args])
+    out = capsys.readouterr().out
+    rows = sorted((os.path.normpath(d["filename"]).replace(os.sep, "/").split("/")[-2:][-1], d["code"],
+                   d["location"]["row"]) for d in json.loads(out or "[]"))
+    return code, rows
+
+
+@pytest.mark.parametrize("cache", [["--no-cache"], ["--cache-dir", "CACHE"]], ids=["no-cache", "cache"])
+def test_named_file_gets_the_cross_file_findings_of_the_whole_project(helper_project, capsys, monkeypatch, cache):
+    cache = [c.replace("CACHE", str(helper_project / "cache")) for c in cache]
+    code, everything = _rows(capsys, *cache, ".")
+    expected = [row for row in everything if row[0] == "metrics.py"]
+    assert code == 1 and expected and all(row[1] == "TL201" for row in expected)
+    for _ in range(2):  # cold, then warm
+        assert _rows(capsys, *cache, "pkg/metrics.py") == (1, expected)
+        assert _rows(capsys, *cache, os.path.join(str(helper_project), "pkg", "metrics.py")) == (1, expected)
+    text = (helper_project / "pkg" / "metrics.py").read_text()
+    assert _rows(capsys, *cache, "--stdin-filename", "pkg/metrics.py", "-", stdin=text, monkeypatch=monkeypatch) == (1, expected)
+    monkeypatch.chdir(helper_project / "pkg")  # named from inside the package
+    assert _rows(capsys, *cache, "metrics.py") == (1, expected)
+    assert _rows(capsys, *cache, "--stdin-filename", "metrics.py", stdin=text, monkeypatch=monkeypatch) == (1, expected)
+
+
+def test_named_file_context_follows_excludes_and_the_stdin_text(helper_project, capsys, monkeypatch):
+    (helper_project / "pyproject.toml").write_text("[project]\nname = 'x'\n\n[tool.torchlint]\nextend-exclude = ['train.py']\n")
+    assert _rows(capsys, "--no-cache", ".") == (0, [])
+    assert _rows(capsys, "--no-cache", "pkg/metrics.py") == (0, [])  # train.py is not part of the project's run
+    (helper_project / "pyproject.toml").write_text("[project]\nname = 'x'\n\n[tool.torchlint]\n")
+    code, rows = _rows(capsys, "--no-cache", "pkg/metrics.py")
+    assert code == 1 and rows
+    # stdin replaces the file's text: a helper that syncs nothing has no finding
+    quiet = "def step_metrics(*args, **kwargs):\n    return None\n"
+    assert _rows(capsys, "--no-cache", "--stdin-filename", "pkg/metrics.py", stdin=quiet, monkeypatch=monkeypatch) == (0, [])
+
+
+def test_named_file_without_a_project_is_linted_alone(tmp_path, capsys, monkeypatch):
+    """No configuration, no dependency file, no .git above it: nothing else is read."""
+    from torchlint.config import SettingsResolver
+    from torchlint.runner import project_context
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert project_context(["a.py"], ["a.py"], SettingsResolver()) == []
+    assert main(["--no-cache", "a.py"]) == 0

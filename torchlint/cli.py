@@ -9,12 +9,13 @@ import os
 import sys
 from typing import Callable, Dict, Optional, Sequence
 
-from torchlint.commands import check, clean, rule, server
+from torchlint.commands import check, clean, rule, server, version
 from torchlint.commands.usage import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError
 
 #: ``usage.COMMANDS`` -> the command's entry point.
 MAINS: Dict[str, Callable[[Sequence[str]], int]] = {
     "check": check.main, "rule": rule.main, "server": server.main, "clean": clean.main,
+    "version": version.main,
 }
 
 

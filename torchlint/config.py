@@ -323,8 +323,16 @@ class CliOverrides:
     preview: Optional[bool] = None
     extension: Optional[Sequence[str]] = None  # "py", "pyi", "ipynb" (a leading dot is allowed)
     include_notebooks: Optional[bool] = None
+    #: ``--config KEY=VALUE`` pairs: a ``[tool.torchlint]`` table applied over every
+    #: configuration (before the flags above, which win, as in ruff)
+    table: Optional[Mapping[str, Any]] = None
 
     def apply(self, settings: Settings) -> Settings:
+        if self.table:
+            try:
+                settings = settings_from_table(self.table, "--config", settings)
+            except ConfigError as exc:
+                raise ConfigError(str(exc).replace("tool.torchlint.", "")) from None
         changes: Dict[str, Any] = {}
         if self.extension is not None:
             changes.update(_extension_changes(self.extension, self.include_notebooks))

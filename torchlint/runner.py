@@ -179,6 +179,35 @@ def _first_pass_chunk(items: Sequence[Tuple[str, int]]):
     return _first_pass_items(items, _WORKER_SETTINGS)
 
 
+def _summary_only(path: str, settings: "Settings"):
+    """Phase 1 for a file the project index needs but the run does not lint (``lint_paths``'s
+    ``context``): (path, digest, summary or None). Its errors are not this run's to report."""
+    from torchlint.engine import _ast_parse
+    from torchlint.project import summarize
+
+    source, digest, _ = _read_for_cache(path, settings)
+    if source is None or is_notebook_path(path):
+        return path, digest, None
+    try:
+        tree, _ = _ast_parse(source.text, path)
+        return path, digest, (summarize(tree, path, source.text) if tree is not None else None)
+    except Exception as exc:
+        reraise_interrupt(exc)
+        return path, None, None
+
+
+def _summary_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
+    rows = []
+    for path, index in items:
+        test_kill_hook(path)
+        rows.append(collector_paused(_summary_only, path, settings[index]))
+    return rows
+
+
+def _summary_chunk(items: Sequence[Tuple[str, int]]):
+    return _summary_items(items, _WORKER_SETTINGS)
+
+
 def _lint_for_cache(path: str, settings: "Settings", project=None,
                     ast_codes=None) -> Tuple[List[Diagnostic], Optional[str], Optional[str]]:
     """(findings, hash of the exact bytes linted or None if not cacheable, internal error)."""
@@ -271,6 +300,7 @@ def lint_paths(
     resolver: "SettingsResolver",
     jobs: Optional[int] = None,
     cache: Optional["Cache"] = None,
+    context: Optional[Sequence[str]] = None,
 ) -> RunResult:
     """Lint a project in three steps (see docs/architecture.md):
 
@@ -280,10 +310,16 @@ def lint_paths(
        functions run every step, which loader factories' batches are moved elsewhere;
     3. libcst and the rules on the remaining files, each with the facts the index gives it; a
        file's cached findings count only under the same facts.
+
+    ``context``: the files of the project ``files`` belong to (``project_files``): their
+    summaries join the index, so that a file's cross-file findings are the same whichever files
+    are named (``torchlint pkg/metrics.py`` as ``torchlint .``); only ``files`` are linted.
     """
     from torchlint.project import EMPTY_FACTS
 
     result = RunResult(files_checked=len(files))
+    linted = set(files)
+    every = list(files) + [path for path in dict.fromkeys(context or ()) if path not in linted]
     settings_ids: Dict[int, int] = {}
     settings_list: List["Settings"] = []
     index_of: Dict[str, int] = {}
@@ -292,13 +328,13 @@ def lint_paths(
     first_todo: List[str] = []
     # The facts the project index gave last time stand when no file's summary changed: phase 1
     # runs for the changed files only, phase 2 not at all (one file touched: no index rebuilt)
-    known = cache.lookup_project(files) if cache is not None else None
+    known = cache.lookup_project(every) if cache is not None else None
     known_facts: Dict[str, "FileFacts"] = {}
     if known is not None:
         from torchlint.project import FileFacts
 
         try:
-            known_facts = {path: FileFacts.from_json(known.facts.get(os.path.abspath(path))) for path in files}
+            known_facts = {path: FileFacts.from_json(known.facts.get(os.path.abspath(path))) for path in every}
         except (ValueError, TypeError, IndexError, KeyError, AttributeError):
             known = None
         else:
@@ -306,7 +342,7 @@ def lint_paths(
             for path in known.changed:  # a touch without an edit still finds its summary cached;
                 # an edit that changed the size has none to find (the summaries are not loaded)
                 _cached_summary(None if path in known.resized else cache, path, summaries, stats, first_todo)
-    for path in files:
+    for path in every:
         settings = resolver.for_path(path)
         index = settings_ids.get(id(settings))
         if index is None:
@@ -325,7 +361,13 @@ def lint_paths(
     speculative: Dict[str, Tuple[Tuple[Optional[str], List[Diagnostic], Optional[str]], str]] = {}
 
     def first_phase(paths: Sequence[str]) -> None:
-        items = [(path, index_of[path]) for path in paths]
+        items = [(path, index_of[path]) for path in paths if path in linted]
+        others = [(path, index_of[path]) for path in paths if path not in linted]
+        for path, digest, summary in _run(others, stats, settings_list, jobs, first=True, summary_only=True):
+            if summary is not None:
+                summaries[path] = summary
+                if cache is not None:
+                    cache.store_summary(path, stats.get(path), digest, summary, persist=known is None)
         for path, digest, summary, (findings, with_project, kept, guess), error in _run(items, stats, settings_list, jobs, first=True, lost=result.lost):
             if error:
                 result.errors.append(error)
@@ -348,7 +390,7 @@ def lint_paths(
         known = None  # a changed summary may change any file's facts: the whole index is built
         cache.persist_summaries()
         redone, rest = set(first_todo), []  # type: Set[str], List[str]
-        for path in files:
+        for path in every:
             if path not in redone and path not in summaries:
                 _cached_summary(cache, path, summaries, stats, rest)
         first_phase(rest)
@@ -370,12 +412,14 @@ def lint_paths(
         if cache is not None and st is not None and digest is not None:
             cache.store(path, settings_list[index_of[path]], st, digest, findings, facts_of[path].digest)
 
-    for path in files:
+    for path in every:
         if known is not None:
             facts = known_facts[path]
         else:
             facts = project.facts_for(path) if project is not None else EMPTY_FACTS
         facts_of[path] = facts
+        if path not in linted:  # in the index only: its facts are stored for the next run
+            continue
         settings = settings_list[index_of[path]]
         if path in finished and not (facts.digest and finished[path][2]):
             digest, findings, _ = finished[path]
@@ -400,7 +444,7 @@ def lint_paths(
     if cache is not None:
         cache.save()
         if (known is None or known.changed) and not result.errors and not result.lost:
-            cache.store_project({path: stats.get(path) for path in files},
+            cache.store_project({path: stats.get(path) for path in every},
                                 {path: facts.to_json() for path, facts in facts_of.items()})
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result
@@ -420,15 +464,16 @@ def _cached_summary(cache: Optional["Cache"], path: str, summaries: Dict[str, di
 
 
 def _run(items: Sequence[tuple], stats, settings_list, jobs: int, first: bool,
-         lost: Optional[List[str]] = None) -> list:
+         lost: Optional[List[str]] = None, summary_only: bool = False) -> list:
     """Phase 1 (``first``) or phase 3 over ``items``, in a pool when there is enough work."""
     if not items:
         return []
     sizes = [_size(item[0], stats.get(item[0])) for item in items]
     if jobs > 1 and len(items) >= MIN_FILES_FOR_POOL and sum(sizes) >= MIN_BYTES_FOR_POOL:
-        return _run_pool(items, sizes, settings_list, jobs, _first_pass_chunk if first else _lint_chunk, lost)
+        task = _summary_chunk if summary_only else _first_pass_chunk if first else _lint_chunk
+        return _run_pool(items, sizes, settings_list, jobs, task, lost)
     with quiet_collector():
-        return (_first_pass_items if first else _lint_items)(items, settings_list)
+        return (_summary_items if summary_only else _first_pass_items if first else _lint_items)(items, settings_list)
 
 
 def _run_pool(items, sizes, settings_list, jobs: int, task, lost: Optional[List[str]] = None):
@@ -445,6 +490,8 @@ def _run_pool(items, sizes, settings_list, jobs: int, task, lost: Optional[List[
         findings, error = lost_file(item[0], settings_list[item[1]])
         if lost is not None:
             lost.append(item[0])
+        if task is _summary_chunk:  # only the index missed it
+            return item[0], None, None
         if first:  # final findings: never linted again, never cached (no digest)
             return item[0], None, None, (findings, False, None, None), error
         return item[0], findings, None, error
@@ -464,3 +511,86 @@ def lost_file(path: str, settings: "Settings") -> Tuple[List[Diagnostic], Option
 
         return [_engine_diagnostic("TL003", reason, path, 1, 1)], None
     return [], f"{path}: {reason}"
+
+
+# -- the project around the named files -------------------------------------------------------
+
+def project_root(path: str, resolver: "SettingsResolver") -> Optional[str]:
+    """The folder of the project ``path`` belongs to, found as the configuration is: the folder
+    of the config file that applies, else the nearest folder at or above it holding a dependency
+    file or a ``.git`` (``dependencies.find_project_root``); None when there is neither."""
+    from pathlib import Path
+
+    from torchlint.dependencies import find_project_root
+
+    settings = resolver.for_path(path)
+    if settings.config_path:
+        return os.path.dirname(os.path.abspath(settings.config_path))
+    folder = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+    root = find_project_root(Path(folder))
+    return str(root) if root is not None else None
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def project_context(paths: Sequence[str], files: Sequence[str], resolver: "SettingsResolver") -> List[str]:
+    """The files of the projects that the named ``paths`` belong to and that the run does not
+    name (``files``: what it lints), found as ``torchlint <root>`` would find them (excludes,
+    ``.gitignore``): ``lint_paths`` puts their summaries into the project index, so that a named
+    file gets the cross-file findings ``torchlint .`` gives it (issue 32, item 8). Empty when the
+    named folders hold their whole projects already (``torchlint .`` at the root)."""
+    from torchlint.discovery import discover
+
+    named = [os.path.abspath(p) for p in paths]
+    roots: List[str] = []
+    for path, absolute in zip(paths, named):
+        root = project_root(path, resolver)
+        if root is None or any(_within(root, n) for n in named if os.path.isdir(n)):
+            continue  # no project around it, or a named folder holds its project
+        if root not in roots:
+            roots.append(root)
+    if not roots:
+        return []
+    cwd = os.getcwd()
+    given = [os.path.relpath(r) if _within(r, cwd) else r for r in roots]
+    linted = {os.path.abspath(f) for f in files}
+    return [f for f in discover(given, resolver) if os.path.abspath(f) not in linted]
+
+
+def project_summaries(paths: Sequence[str], resolver: "SettingsResolver", cache: Optional["Cache"] = None,
+                      jobs: Optional[int] = None) -> Dict[str, dict]:
+    """path -> summary for ``paths`` (from the cache where it has them, else phase 1's summary
+    only, in a pool when there is enough work)."""
+    summaries: Dict[str, dict] = {}
+    stats: Dict[str, Optional[os.stat_result]] = {}
+    todo: List[str] = []
+    for path in paths:
+        _cached_summary(cache, path, summaries, stats, todo)
+    settings_list = [resolver.default]
+    for path, digest, summary in _run([(p, 0) for p in todo], stats, settings_list, jobs or default_jobs(),
+                                      first=True, summary_only=True):
+        if summary is not None:
+            summaries[path] = summary
+            if cache is not None:
+                cache.store_summary(path, stats.get(path), digest, summary)
+    if cache is not None and todo:
+        cache.save()
+    return summaries
+
+
+def facts_with_text(path: str, text: str, context: Sequence[str], resolver: "SettingsResolver",
+                    cache: Optional["Cache"] = None, jobs: Optional[int] = None):
+    """The project facts of ``path`` holding ``text`` (stdin with ``--stdin-filename``, which
+    need not match the file on disk) in the project of ``context``; None without a project."""
+    from torchlint.project import ProjectIndex, summarize_text
+
+    mine = os.path.abspath(path)
+    summaries = project_summaries([p for p in context if os.path.abspath(p) != mine], resolver, cache, jobs)
+    if not summaries:
+        return None
+    own = summarize_text(text, path)
+    if own is not None:
+        summaries[path] = own
+    return ProjectIndex(summaries).facts_for(path)

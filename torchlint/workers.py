@@ -50,6 +50,11 @@ def _init(parent_pid: int, death_signal: bool, initializer: Optional[Callable], 
         initializer(*initargs)
 
 
+#: ``progress(done, total)``, called by the pools when set (``commands.progress``): total > 0
+#: starts a round of ``total`` items, done > 0 says that many more are finished (from the
+#: pool's result thread).
+PROGRESS: Optional[Callable[[int, int], None]] = None
+
 #: How many items may each kill a worker before the run gives up (``map_chunked``).
 MAX_LOST_ITEMS = 8
 
@@ -84,9 +89,15 @@ def _pool_round(fn: Callable, chunks: Sequence, jobs: int, initializer: Optional
     broken = False
     futures: List = []
     try:
+        progress = PROGRESS
+        if progress is not None:
+            progress(0, sum(len(chunk) for chunk in chunks))  # a new round of work
         for chunk in chunks:
             try:
-                futures.append(pool.submit(fn, chunk))
+                future = pool.submit(fn, chunk)
+                if progress is not None:
+                    future.add_done_callback(lambda _, n=len(chunk): progress(n, 0))  # type: ignore[misc]
+                futures.append(future)
             except BrokenProcessPool:  # broken while still submitting: nothing more runs in it
                 broken = True
                 break

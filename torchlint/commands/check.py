@@ -33,7 +33,7 @@ def build_check_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="torchlint",
         description="Find PyTorch code that quietly wastes GPU time and memory.",
-        epilog="Subcommands: torchlint rule CODE | torchlint server | torchlint clean",
+        epilog="Subcommands: torchlint rule CODE | torchlint server | torchlint clean | torchlint version",
     )
     p.add_argument("paths", nargs="*", help="files or folders to lint (default: .); '-' reads stdin")
     p.add_argument("--version", action="version", version=f"torchlint {__version__}")
@@ -45,6 +45,7 @@ def build_check_parser() -> argparse.ArgumentParser:
     sel.add_argument("--target-torch-version", metavar="X.Y", help="lowest torch version the code must run on")
     sel.add_argument("--preview", action="store_true", default=None, help="also run rules in preview")
     sel.add_argument("--no-preview", dest="preview", action="store_false", help="do not run rules in preview")
+    sel.add_argument("--ignore-noqa", action="store_true", help="ignore `# noqa` comments (and `# torchlint: noqa`): report every finding")
     files = p.add_argument_group("files")
     files.add_argument("--exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude (replaces the config's exclude)")
     files.add_argument("--extend-exclude", type=_codes, action="append", metavar="GLOBS", help="globs to exclude in addition")
@@ -55,7 +56,7 @@ def build_check_parser() -> argparse.ArgumentParser:
     files.add_argument("--stdin-filename", metavar="PATH", help="the name of the file read from stdin (reads stdin when no path is given)")
     files.add_argument("--show-files", action="store_true", help="list the files that would be linted, then exit")
     cfg = p.add_argument_group("configuration")
-    cfg.add_argument("--config", metavar="PATH", help="use this pyproject.toml or torchlint.toml instead of discovering one")
+    cfg.add_argument("--config", action="append", metavar="PATH|KEY=VALUE", help="use this pyproject.toml or torchlint.toml instead of discovering one; or KEY=VALUE (a TOML value, e.g. \"select=['TL2']\"), applied over every configuration file (repeatable)")
     cfg.add_argument("--show-settings", action="store_true", help="print the settings used for the first path (default: .), then exit")
     cfg.add_argument("--isolated", action="store_true", help="ignore all configuration files")
     out = p.add_argument_group("output")
@@ -63,7 +64,8 @@ def build_check_parser() -> argparse.ArgumentParser:
     out.add_argument("-o", "--output-file", metavar="PATH", help="write the report to a file")
     out.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)")
-    out.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    out.add_argument("-q", "--quiet", action="store_true", help="print the findings and nothing else (no summary, progress or warnings)")
+    out.add_argument("-s", "--silent", action="store_true", help="print nothing; the exit code still says whether there were findings (errors are still printed)")
     out.add_argument("--color", choices=COLOR_MODES, default="auto", help="colour the full format: auto (a terminal; NO_COLOR, CLICOLOR=0, TERM=dumb turn it off), always, never")
     out.add_argument("--watch", action="store_true", help="re-run whenever a linted file or a config file changes")
     fix = p.add_argument_group("fixes")
@@ -83,6 +85,66 @@ def build_check_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _split_config(args) -> None:
+    """``--config`` values: a file (at most one) into ``args.config``, ``KEY=VALUE`` overrides
+    (ruff's form: a TOML ``key = value`` line; not a file's name) into ``args.config_overrides``."""
+    values, args.config, args.config_overrides = args.config or [], None, {}
+    for value in values:
+        if os.path.isfile(value) or "=" not in value:
+            if args.config is not None:
+                raise UsageError("--config names one configuration file (others are KEY=VALUE)")
+            args.config = value
+            continue
+        args.config_overrides.update(parse_config_override(value))
+
+
+def parse_config_override(text: str) -> dict:
+    """``--config "select = ['TL2']"`` -> {"select": ["TL2"]}: one TOML ``key = value`` pair; a
+    one-line usage error otherwise (the keys are checked with the configuration's)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"--config {text!r}: not a file and not a TOML KEY = VALUE pair ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"--config {text!r}: value nested too deeply") from None
+    key = next(iter(table), None)
+    if len(table) != 1 or (key == "tool" and isinstance(table.get("tool"), dict)):
+        tool = table.get("tool")  # tool.torchlint.select = [...] is taken as select = [...]
+        if len(table) == 1 and isinstance(tool, dict) and list(tool) == ["torchlint"] and isinstance(tool["torchlint"], dict):
+            return dict(tool["torchlint"])
+        raise UsageError(f"--config {text!r}: expected one KEY = VALUE pair")
+    return table
+
+
+def _warn(args, message: str) -> None:
+    """``torchlint: warning: ...`` on stderr, unless -q/-s."""
+    if not args.quiet:
+        print(f"torchlint: warning: {message}", file=sys.stderr)
+
+
+def _warn_preview(args, resolver) -> None:
+    """ruff's warning: a rule selected by name (or a selector naming only rules in preview)
+    does nothing while preview is off."""
+    settings = resolver.default
+    if settings.preview or args.quiet:
+        return
+    from torchlint.config import ConfigError, expand_codes
+    from torchlint.rules import preview_codes
+
+    preview = preview_codes()
+    for selector in dict.fromkeys([*settings.select, *settings.extend_select]):
+        try:
+            codes = expand_codes([selector], "select")
+        except ConfigError:
+            continue
+        if codes and codes <= preview:
+            _warn(args, f"Selection `{selector}` has no effect because preview is not enabled (add --preview).")
+
+
 def _overrides(args):
     from torchlint.config import CliOverrides
 
@@ -99,6 +161,7 @@ def _overrides(args):
         preview=args.preview,
         extension=_extend(args.extension),
         include_notebooks=args.include_notebooks,
+        table=getattr(args, "config_overrides", None) or None,
     )
 
 
@@ -144,7 +207,25 @@ def _check_command_word(paths: Sequence[str]) -> None:
 def main(argv: Sequence[str]) -> int:
     """`torchlint check [PATHS] [FLAGS]` (also `torchlint [PATHS] [FLAGS]`)."""
     args = build_check_parser().parse_args(list(argv))
+    _split_config(args)
+    if args.silent:
+        args.quiet = True
+    if args.ignore_noqa:  # read by suppression.filter_suppressed, in this process and the workers
+        args.no_cache = True  # cached findings are the ones noqa comments left
+        previous = os.environ.get("TORCHLINT_IGNORE_NOQA")
+        os.environ["TORCHLINT_IGNORE_NOQA"] = "1"
+        try:
+            return _checked(args)
+        finally:  # main() is also called in-process (tests, tools): leave the environment as it was
+            if previous is None:
+                os.environ.pop("TORCHLINT_IGNORE_NOQA", None)
+            else:
+                os.environ["TORCHLINT_IGNORE_NOQA"] = previous
+    return _checked(args)
 
+
+def _checked(args) -> int:
+    """``main`` once the flags are parsed: their combinations checked, then the run."""
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     if args.diff and args.fix_only:
@@ -181,6 +262,9 @@ def _run(args, stdin: bool = False) -> int:
         from torchlint.discovery import discover
 
         files = discover(paths, resolver, force_exclude=args.force_exclude)
+        _warn_preview(args, resolver)
+        if not files:
+            _warn(args, "No Python files found under the given path(s)")
         if args.show_files:
             write_output("".join(f"{path}\n" for path in files), args)
             return EXIT_OK
@@ -197,7 +281,13 @@ def _run(args, stdin: bool = False) -> int:
             from torchlint.cache import open_cache
 
             cache = open_cache(resolver.default, args.cache_dir)
-        result = lint_paths(files, resolver, jobs=args.jobs, cache=cache)
+        from torchlint.commands.progress import progress
+        from torchlint.runner import project_context
+
+        with progress(args, len(files)):
+            # the whole project's summaries join the index: the named files get their cross-file findings
+            context = project_context(paths, files, resolver)
+            result = lint_paths(files, resolver, jobs=args.jobs, cache=cache, context=context)
         return report(result, args, resolver, checked_paths=files)
     except ConfigError as exc:
         print(f"torchlint: error: {exc}", file=sys.stderr)
@@ -397,9 +487,28 @@ def _run_stdin(args, resolver) -> int:
         from torchlint.commands.fix import run_fix_stdin
 
         return run_fix_stdin(source, settings, args)
-    diagnostics, text, error = lint_text(source, settings)
+    facts = _stdin_facts(args, resolver, name, source.text)
+    diagnostics, text, error = lint_text(source, settings, facts)
     result = RunResult(diagnostics=diagnostics, files_checked=1, sources={name: source.text})
     if error:
         result.errors.append(error)
     return report(result, args, resolver, checked_paths=[name])
 
+
+def _stdin_facts(args, resolver, name: str, text: str):
+    """``--stdin-filename``: the project facts the named file gets in its project (with this
+    text in place of the file on disk), so that stdin gets the cross-file findings of
+    ``torchlint .``; None without a name or a project around it."""
+    if not args.stdin_filename:
+        return None
+    from torchlint.runner import facts_with_text, project_context
+
+    context = project_context([name], [name], resolver)
+    if not context:
+        return None
+    cache = None
+    if not args.no_cache:
+        from torchlint.cache import open_cache
+
+        cache = open_cache(resolver.default, args.cache_dir)
+    return facts_with_text(name, text, context, resolver, cache, args.jobs)

@@ -43,7 +43,9 @@ def report(result: Any, args: Any, resolver: Any, fixed_note: Optional[str] = No
         output_format=fmt,
         checked_paths=checked_paths,
     )
-    if args.statistics:
+    if getattr(args, "silent", False):  # -s: the exit code alone speaks
+        pass
+    elif args.statistics:
         from torchlint.reporters.statistics import render as render_statistics
 
         write_output(render_statistics(result.diagnostics, context), args)

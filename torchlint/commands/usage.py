@@ -12,7 +12,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130
 #: The commands ``torchlint`` dispatches to (``torchlint.commands.<name>.main``); no command
 #: word means ``check``.
-COMMANDS = ("check", "rule", "server", "clean")
+COMMANDS = ("check", "rule", "server", "clean", "version")
 
 
 class UsageError(Exception):
