@@ -172,6 +172,7 @@ logged, seen = [], []
 def train(model, loader, optimizer, log_every=4):
     running = 0.0
     correct = 0
+    accuracy = 0
     for step, (x, y) in enumerate(loader):
         out = model(x)
         loss = F.cross_entropy(out, y)
@@ -180,16 +181,17 @@ def train(model, loader, optimizer, log_every=4):
         optimizer.zero_grad()
         running += loss.item() * x.size(0)
         correct += (out.argmax(1) == y).sum().item()
+        accuracy += (out.argmax(1) == y).sum().item() / len(y)
         if (step + 1) % log_every == 0:
             logged.append(running / log_every)
             running = 0.0
         preds = out.argmax(1)
         for p in preds:
             seen.append(p.item())
-    return correct
+    return correct, accuracy
 
 
-correct = train(model, loader, optimizer)
+correct, accuracy = train(model, loader, optimizer)
 """
 
 
@@ -214,10 +216,10 @@ class _HostReads:
 
 
 def test_tl201_sums_on_the_device_same_logs_fewer_syncs(monkeypatch):
-    fixed = fix(LOGGED_TRAINING, "TL201", count=3)
+    fixed = fix(LOGGED_TRAINING, "TL201", count=4)
     assert "running += loss.detach() * x.size(0)" in fixed
     assert "correct += (out.argmax(1) == y).sum()\n" in fixed
-    assert "logged.append(float(running) / log_every)" in fixed and "return int(correct)" in fixed
+    assert "logged.append(float(running) / log_every)" in fixed and "return int(correct), float(accuracy)" in fixed
     assert "for p in preds.tolist():\n            seen.append(p)" in fixed
     before = run(LOGGED_TRAINING)
     with monkeypatch.context() as patch:
@@ -228,11 +230,14 @@ def test_tl201_sums_on_the_device_same_logs_fewer_syncs(monkeypatch):
         after = run(fixed)
     assert same_parameters(before["model"], after["model"])  # training itself is untouched
     assert after["correct"] == before["correct"] and type(after["correct"]) is int
+    # a fraction summed from an integer start stays a fraction (not `int(...)`, which would truncate it)
+    assert after["accuracy"] == pytest.approx(before["accuracy"], rel=1e-6) and 0 < after["accuracy"] % 1
     assert after["seen"] == before["seen"]
     assert after["logged"] == pytest.approx(before["logged"], rel=1e-6)
-    # 12 steps x (loss, count, 4 predictions) reads before; after: 3 logs, one count, 12 `.tolist()`
-    assert counted_before.item == 12 * 6 and counted_before.tolist == 0
-    assert counted_after.item == 0 and counted_after.convert == 3 + 1 and counted_after.tolist == 12
+    # 12 steps x (loss, count, fraction, 4 predictions) reads before; after: 3 logs, the count and
+    # the fraction once each, 12 `.tolist()`
+    assert counted_before.item == 12 * 7 and counted_before.tolist == 0
+    assert counted_after.item == 0 and counted_after.convert == 3 + 2 and counted_after.tolist == 12
 
 
 HALF_PRECISION_SUM = """\

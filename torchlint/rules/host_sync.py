@@ -463,7 +463,8 @@ def _accumulation_fix(ctx, call: cst.Call, loop: cst.CSTNode) -> Optional[FixSpe
         reads.append(node)
     if init is None or not reads:
         return None
-    count = isinstance(init, cst.Integer) and _counts(call)
+    # `acc += (pred == y).sum().item()` stays an int; `... .item() / len(pred)` is a float
+    count = isinstance(init, cst.Integer) and child is call and _counts(call)
     cast = "int" if count else "float"
     # a count of comparisons carries no graph: `.item()` goes; anything else is detached
     kept = NodeEdit(call, ctx.module.code_for_node(call.func.value)) if count else NodeEdit(call.func.attr, "detach")
