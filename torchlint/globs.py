@@ -1,13 +1,15 @@
 """Glob patterns as git reads them (``.gitignore``, ``exclude``, ``per-file-ignores``), matched
-in time proportional to the pattern times the path: never a regex that backtracks.
+in time that grows with the pattern's and the path's lengths: never a regex that backtracks
+exponentially.
 
 The dialect is git's wildmatch: ``*`` and ``?`` stay within a folder, a whole component ``**``
 crosses folders (``**/x``, ``a/**/b``, ``a/**``; another ``**``, as in ``a**b``, is a plain
 ``*``); ``[abc]``, ``[a-z]``, ``[!a]``/``[^a]``, POSIX classes (``[[:alpha:]]``); ``\\`` quotes
 the next character. A pattern also matches everything under a folder it matches. A range
-written backwards (``[z-a]``) matches nothing, as in git; an unclosed class (``[]``, ``[!]``),
-an unknown POSIX class or a trailing ``\\`` make the pattern invalid (``GlobError``): git's
-``.gitignore`` reader then never matches the line, a configuration reports it.
+written backwards (``[z-a]``) matches its first character only, as in git; an unclosed class
+(``[]``, ``[!]``), an unknown POSIX class or a trailing ``\\`` make the pattern invalid
+(``GlobError``): git's ``.gitignore`` reader then never matches the line, a configuration
+reports it.
 
 Why not a plain translation to a regex: ``*a*a*a*a*a*a*a*a*b`` against a name of 60 ``a``
 makes Python's regex engine try every way to split the name between the stars (one match
@@ -91,9 +93,12 @@ def _char_class(text: str, i: int) -> Tuple[str, int]:
         low, j = _class_member(text, j)
         if j + 1 < len(text) and text[j] == "-" and text[j + 1] != "]":
             high, j = _class_member(text, j + 1)
-            if low <= high:  # a range written backwards matches nothing, as in git
+            if low <= high:
                 items.append(re.escape(low) + "-" + re.escape(high))
                 slash = slash or low <= "/" <= high
+            else:  # written backwards: git's wildmatch still matches its first character
+                items.append(re.escape(low))
+                slash = slash or low == "/"
         else:
             items.append(re.escape(low))
             slash = slash or low == "/"
