@@ -367,3 +367,66 @@ def test_directive_inside_a_notebook_string_exempts_nothing(tmp_path):
     (tmp_path / "n.ipynb").write_text(_notebook('TEMPLATE = """\n# torchlint: noqa\n"""\n' + FLAGGED))
     proc = cli("--isolated", "--no-cache", "--output-format", "concise", "n.ipynb", cwd=tmp_path)
     assert proc.returncode == 1 and b"TL202" in proc.stdout, proc.stdout + proc.stderr
+
+
+# -- item 19: Ctrl-C while the command starts ----------------------------------------------------
+
+@pytest.mark.parametrize("entry", ["script", "module"])
+def test_ctrl_c_while_the_command_imports_is_one_line(tmp_path, entry):
+    """A SIGINT between the entry point's first line and the command's start (importing the
+    commands, libcst) printed a Python traceback: now one line and exit 130."""
+    start = ("import sys; sys.argv[0] = 'torchlint'; import torchlint.cli" if entry == "script" else
+             "import sys, runpy; sys.modules.pop('torchlint.__main__', None); import torchlint.__main__")
+    code = (f"{start}\nimport os, signal\nos.kill(os.getpid(), signal.SIGINT)\nimport libcst, torchlint.engine\n"
+            "import time\ntime.sleep(5)\nprint('not interrupted')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, timeout=60)
+    assert proc.returncode == 130 and proc.stderr == b"torchlint: interrupted\n" and proc.stdout == b"", proc.stderr
+
+
+def test_importing_the_cli_elsewhere_leaves_ctrl_c_alone(tmp_path):
+    # torchlint.__main__ is only imported as the program (python -m torchlint); the cli alone keeps it
+    code = "import signal, torchlint.cli\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, timeout=60)
+    assert proc.stdout == b"True\n", proc.stderr
+
+
+def test_interrupt_wrapped_by_an_import_is_interrupted_not_internal_error(monkeypatch, capsys):
+    """Ctrl-C while libcst defines its classes became ``RuntimeError: Error calling
+    __set_name__`` (Python 3.11 wraps what ``__set_name__`` raises): that is an interrupt."""
+    from torchlint import cli
+
+    def interrupted_import(argv):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on '_Field' instance 'x' in 'Node'") from exc
+
+    monkeypatch.setitem(cli.MAINS, "check", interrupted_import)
+    assert cli.main(["x.py"]) == 130
+    assert capsys.readouterr().err == "torchlint: interrupted\n"
+
+
+def test_ctrl_c_at_random_moments_of_the_start_never_prints_torchlints_traceback(tmp_path):
+    """SIGINT 0-0.3 s into ``python -m torchlint``: one line and 130, or (very early) Python's
+    own start-up, never a traceback through torchlint's code nor an internal error."""
+    for fixture in ("TL201.py", "TL101.py", "TL903.py"):
+        (tmp_path / fixture).write_text((FIXTURES / fixture).read_text())
+    import signal
+    import time
+
+    outcomes = []
+    for i in range(16):
+        proc = subprocess.Popen(CLI + ["--isolated", "--no-cache", "."], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        time.sleep(i * 0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        outcomes.append((proc.returncode, err.decode()))
+    for code, err in outcomes:
+        assert "internal error" not in err, err
+        frames = re.findall(r'File "([^"]+)", line (\d+)', err)
+        ours = [(f, n) for f, n in frames if "torchlint" in f and "editable" not in f]
+        # until the entry point's first line has imported _sigint, the window is Python's
+        assert all(f.endswith(("_sigint.py", "torchlint/__init__.py")) or (f.endswith("__main__.py") and n == "1")
+                   for f, n in ours), err
+        assert code in (130, 0, 1, -2) or "Traceback" in err, (code, err)

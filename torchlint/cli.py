@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
+
+from torchlint import _sigint
+
+if os.path.basename(sys.argv[0] if sys.argv else "").lower() in _sigint.ENTRY_SCRIPTS:
+    _sigint.install_early()  # first: a Ctrl-C while the modules below are imported is one line
 from typing import Callable, Dict, Optional, Sequence
 
 from torchlint.commands import check, clean, rule, server, version
@@ -31,6 +36,7 @@ def run() -> None:
     CPython's own exit path could turn it into death by SIGINT (exit status -2), as a test saw
     about once in 50 runs under load. Everything the run started is already undone by then
     (pool workers killed, temporary files removed)."""
+    _sigint.restore()  # from here Ctrl-C is a KeyboardInterrupt, handled once the command undid its work
     try:
         code = main()
     except KeyboardInterrupt:  # a second Ctrl-C while the first was being handled
@@ -68,6 +74,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("torchlint: internal error: out of memory", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # a bug: exit 2 (1 means findings), one line, the details on request
+        if _sigint.caused_by_interrupt(exc):  # Ctrl-C inside an import, wrapped by Python
+            print("torchlint: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         if os.environ.get("TORCHLINT_TRACEBACK"):
             import traceback
 
