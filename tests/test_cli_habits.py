@@ -431,10 +431,16 @@ def _wait_for(lines: "queue.Queue[str]", predicate, timeout: float = 60) -> list
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
-def test_watch_reruns_on_change_and_stops_on_ctrl_c(tmp_path):
+@pytest.mark.parametrize("backend", ["poll", "watchfiles"])
+def test_watch_reruns_on_change_and_stops_on_ctrl_c(tmp_path, backend):
+    """Both ways of waiting: polling (no watchfiles, or TORCHLINT_WATCH_POLL=1) and watchfiles'
+    file events (the test extra installs it, as ``torchlint[watch]`` does)."""
     (tmp_path / ".git").mkdir()
     (tmp_path / "t.py").write_text(GOOD)
     env = {**os.environ, "TORCHLINT_WATCH_INTERVAL": "0.1", "PYTHONUNBUFFERED": "1"}
+    env.pop("TORCHLINT_WATCH_POLL", None)
+    if backend == "poll":
+        env["TORCHLINT_WATCH_POLL"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "torchlint", "--watch", "--no-cache", "--output-format", "concise", "t.py"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -723,3 +729,48 @@ def test_clean_removes_every_torchlint_cache_under_the_tree_and_nothing_else(pro
     assert main(["clean", "-q", "--isolated", "one"]) == 0
     assert not (project / "one" / ".torchlint_cache").exists() and (project / "two" / ".torchlint_cache").exists()
     assert main(["clean", "nothere"]) == 2
+
+
+def test_watch_backend_choice(monkeypatch):
+    from torchlint.commands.check import _watch_backend
+
+    import watchfiles  # noqa: F401 - the test extra installs it
+
+    monkeypatch.delenv("TORCHLINT_WATCH_POLL", raising=False)
+    assert _watch_backend() == "watchfiles"
+    monkeypatch.setenv("TORCHLINT_WATCH_POLL", "1")
+    assert _watch_backend() == "poll"
+    monkeypatch.delenv("TORCHLINT_WATCH_POLL")
+    monkeypatch.setitem(sys.modules, "watchfiles", None)  # not installed
+    assert _watch_backend() == "poll"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_watch_with_events_sees_a_new_file_and_ignores_the_cache(tmp_path):
+    """watchfiles: a new .py file starts a run; the run's own cache writes do not (no loop)."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "t.py").write_text(GOOD)
+    env = {**os.environ, "TORCHLINT_WATCH_INTERVAL": "0.1", "PYTHONUNBUFFERED": "1"}
+    env.pop("TORCHLINT_WATCH_POLL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchlint", "--watch", "--output-format", "concise", "."],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        _wait_for(lines, lambda line: "Watching for file changes" in line)
+        time.sleep(1.0)  # the cache was written by the first run: no second run follows
+        extra = []
+        while not lines.empty():
+            extra.append(lines.get())
+        assert not any("File change detected" in line for line in extra), extra
+        (tmp_path / "new.py").write_text(BAD)
+        second = _wait_for(lines, lambda line: "Watching for file changes" in line)
+        assert any(line.startswith("new.py:3:9: TL701 ") for line in second)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,3 +155,66 @@ def test_dockerfile_version_reaches_tl401_through_the_cli(tmp_path, monkeypatch,
     assert found == [("train.py", 3)], found
     write(tmp_path, {"docker/Dockerfile": "FROM nvcr.io/nvidia/pytorch:24.07-py3\n"})
     assert rows()[1] == []
+
+
+# -- environment.yml through PyYAML (issue 30, item 6) -----------------------------------------
+
+ENV_CASES = [
+    ("dependencies:\n  - python=3.10\n  - pytorch=1.12\n  - pip:\n    - torch>=1.13\n", (1, 12)),
+    ("dependencies: [python=3.8, 'pytorch>=1.12,<2', {pip: [x, 'torch>=2.0,<3']}]\n", (1, 12)),
+    ("# torch 1.0 in a comment\nname: x\ndependencies:\n- pytorch 1.11.*\n", (1, 11)),
+]
+
+
+@pytest.fixture(params=["pyyaml", "line-reader"])
+def yaml_reader(request, monkeypatch):
+    """Both readers: PyYAML (the test extra installs it) and the fallback without it."""
+    if request.param == "line-reader":
+        monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml -> ImportError
+    else:
+        import yaml  # noqa: F401 - the test extra installs PyYAML
+    return request.param
+
+
+@pytest.mark.parametrize("text, expected", ENV_CASES)
+def test_environment_yml_both_readers_agree_on_the_common_forms(tmp_path, yaml_reader, text, expected):
+    write(tmp_path, {"environment.yml": text})
+    assert version(tmp_path) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("dependencies: [\n  python=3.10,\n  pytorch=1.11\n]\n", (1, 11)),  # a flow list over lines
+    ("dependencies:\n  - &gpu pytorch=1.10\n", (1, 10)),  # an anchor
+    ('"dependencies":\n  - "pytorch>=1.9"\n', (1, 9)),  # quoted key and item
+    ("dependencies:\n  - pip:\n    - >-\n      torch>=1.8\n", (1, 8)),  # a folded scalar
+])
+def test_environment_yml_forms_only_a_yaml_parser_reads(tmp_path, text, expected):
+    write(tmp_path, {"environment.yml": text})
+    project = scan_project(tmp_path)
+    assert project.torch_version == expected
+    assert [d.where for d in project.declarations][0].startswith("line ")
+
+
+def test_environment_yml_lines_are_reported(tmp_path):
+    write(tmp_path, {"environment.yml": "name: x\ndependencies:\n  - python=3.10\n  - pytorch=1.12\n  - pip:\n    - torch>=1.13\n"})
+    assert sorted((d.version, d.where) for d in scan_project(tmp_path).declarations) == [
+        ((1, 12), "line 4"), ((1, 13), "line 6 (pip)")]
+
+
+def test_invalid_environment_yml_warns_once(tmp_path, capsys):
+    write(tmp_path, {"environment.yml": "dependencies: [pytorch=1.12\n  - torch: [\n"})
+    project = scan_project(tmp_path)
+    assert project.torch_version is None
+    assert len(project.warnings) == 1 and "environment.yml: invalid YAML" in project.warnings[0]
+    assert capsys.readouterr().err.count("torchlint: warning:") == 1
+
+
+def test_pyyaml_is_imported_only_for_an_environment_file(tmp_path):
+    write(tmp_path, {".git/HEAD": "", "a.py": "x = 1\n", "requirements.txt": "torch>=2.0\n"})
+    probe = ("import sys\nfrom torchlint.cli import main\nmain(['--no-cache', '-q', '.'])\n"
+             "print('yaml' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120).stdout
+    assert out.strip().splitlines()[-1] == "False"
+    write(tmp_path, {"environment.yml": "dependencies:\n  - pytorch=1.12\n"})
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120).stdout
+    assert out.strip().splitlines()[-1] == "True"

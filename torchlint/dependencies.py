@@ -32,7 +32,8 @@ declare nothing; environment markers are ignored (every platform's requirement c
 
 A malformed file or table never stops a run: it only gives up inference from that table, with
 a one-line warning on stderr (once per process). Reads are bounded (regular files, 1 MB each,
-64 files per project) and nothing here imports more than the standard library.
+64 files per project) and nothing here imports more than the standard library, except PyYAML
+(optional, ``torchlint[yaml]``) for an ``environment.yml`` that mentions torch.
 """
 
 from __future__ import annotations
@@ -537,10 +538,69 @@ def _yaml_scalar(text: str) -> str:
 
 
 def _environment_yml(project: ProjectDependencies, path: Path, seen: Set[Path]) -> None:
-    """A conda environment file, read line by line (block or flow lists; no PyYAML)."""
+    """A conda environment file: read with PyYAML when it is installed (``pip install
+    torchlint[yaml]``; imported only here, for a file that mentions torch: 30-60 ms), else line
+    by line (block or flow lists, the common forms)."""
     text = _read_text(path, project)
     if text is None or "torch" not in text.lower():
         return
+    import importlib
+
+    try:
+        yaml = importlib.import_module("yaml")  # untyped: Any (no stubs needed to type-check)
+    except ImportError:
+        _environment_lines(project, path, seen, text)
+        return
+    _environment_yaml(project, path, seen, text, yaml)
+
+
+def _environment_yaml(project: ProjectDependencies, path: Path, seen: Set[Path], text: str, yaml: Any) -> None:
+    """The ``dependencies`` of a conda environment file, from PyYAML's node tree (``compose``:
+    real YAML, anchors never expanded, each item with its line)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        root = yaml.compose(text, Loader=loader)
+    except (yaml.YAMLError, RecursionError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _warn(project, f"{path}: invalid YAML ({first}); torch version not inferred from it")
+        return
+
+    def scalar(node: Any) -> Optional[str]:
+        return str(node.value) if isinstance(node, yaml.ScalarNode) else None
+
+    def mapping(node: Any) -> Dict[str, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            return {}
+        return {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+
+    deps = mapping(root).get("dependencies")
+    if deps is None:
+        return
+    if not isinstance(deps, yaml.SequenceNode):
+        _malformed(project, path, "dependencies", "a list")
+        return
+    for item in deps.value:
+        line = item.start_mark.line + 1
+        spec = scalar(item)
+        if spec is not None:
+            _add(project, conda_bound(spec), path, f"line {line}", spec)
+            continue
+        pip = mapping(item).get("pip")
+        if not isinstance(pip, yaml.SequenceNode):
+            continue
+        for req in pip.value:
+            value = scalar(req)
+            if value is None:
+                continue
+            m = _INCLUDE.match(value)
+            if m:
+                requirements_file(project, path.parent / m.group(2).strip().strip("'\""), seen, 1)
+            else:
+                _add(project, requirement_bound(value), path, f"line {req.start_mark.line + 1} (pip)", value)
+
+
+def _environment_lines(project: ProjectDependencies, path: Path, seen: Set[Path], text: str) -> None:
+    """The reader without PyYAML: line by line (block or flow lists)."""
     in_deps = False
     pip_indent: Optional[int] = None  # indentation of the `- pip:` item while inside its list
     for number, raw in enumerate(text.splitlines(), 1):

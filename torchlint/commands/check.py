@@ -295,22 +295,95 @@ def _run(args, stdin: bool = False) -> int:
 
 
 def _watch(args) -> int:
-    """``--watch``: run, then poll the linted files and config files and run again on a change
-    (every ``TORCHLINT_WATCH_INTERVAL`` seconds, default 0.5). Ctrl-C ends it with exit 0."""
+    """``--watch``: run, then wait for a change to a linted file or a config file and run again.
+    With ``watchfiles`` installed (``pip install torchlint[watch]``) the kernel's file events
+    wake it (no polling of the tree); otherwise, or with ``TORCHLINT_WATCH_POLL=1``, the files'
+    (mtime, size) are polled every ``TORCHLINT_WATCH_INTERVAL`` seconds (default 0.5). Config
+    files in the current folder and above are checked at that interval either way. Ctrl-C ends
+    it with exit 0."""
     import time
 
     interval = float(os.environ.get("TORCHLINT_WATCH_INTERVAL") or 0.5)
+    wait = _event_waiter(args, interval) if _watch_backend() == "watchfiles" else _poll_waiter(args, interval)
     try:
         while True:
             _run(args)
             sys.stdout.flush()
             print(f"[{time.strftime('%H:%M:%S')}] Watching for file changes (Ctrl-C to stop).", file=sys.stderr, flush=True)
-            before = _watched_state(args)
-            while _watched_state(args) == before:
-                time.sleep(interval)
+            wait()
             print(f"[{time.strftime('%H:%M:%S')}] File change detected...", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _watch_backend() -> str:
+    """"watchfiles" when it can be imported and polling is not asked for, else "poll"."""
+    if os.environ.get("TORCHLINT_WATCH_POLL"):
+        return "poll"
+    try:
+        import watchfiles  # noqa: F401
+    except ImportError:
+        return "poll"
+    return "watchfiles"
+
+
+def _poll_waiter(args, interval: float):
+    def wait() -> None:
+        import time
+
+        before = _watched_state(args)
+        while _watched_state(args) == before:
+            time.sleep(interval)
+    return wait
+
+
+#: Files whose change starts a new run, besides the linted suffixes and dependency files.
+_WATCHED_NAMES = frozenset({"pyproject.toml", ".torchlint.toml", "torchlint.toml", ".gitignore"})
+
+
+def _event_waiter(args, interval: float):
+    """Wait on ``watchfiles``' events under the linted paths (and the ``--config`` file); wake
+    up every ``interval`` to check the config files of the current folder and its parents."""
+    import watchfiles
+
+    from torchlint.dependencies import is_dependency_file
+
+    roots = [p for p in (args.paths or ["."]) if os.path.exists(p)]
+    if args.config:
+        roots.append(args.config)
+    roots = roots or ["."]
+
+    def relevant(_change, path: str) -> bool:
+        name = os.path.basename(path)
+        return (path.endswith((".py", ".pyi", ".ipynb")) or name in _WATCHED_NAMES or is_dependency_file(path)) \
+            and "__pycache__" not in path.split(os.sep)
+
+    def wait() -> None:
+        configs = _config_state(args)
+        for changes in watchfiles.watch(*roots, watch_filter=relevant, debounce=200, step=50,
+                                        rust_timeout=max(50, int(interval * 1000)), yield_on_timeout=True,
+                                        raise_interrupt=True):
+            if changes or _config_state(args) != configs:
+                return
+    return wait
+
+
+def _config_state(args) -> dict:
+    """(mtime, size) of the config files of the current folder and its parents."""
+    from pathlib import Path
+
+    from torchlint.config import STANDALONE_CONFIGS
+
+    state: dict = {}
+    cwd = Path.cwd()
+    for folder in (cwd, *cwd.parents):
+        for name in (*STANDALONE_CONFIGS, "pyproject.toml"):
+            try:
+                st = os.stat(folder / name)
+            except OSError:
+                continue
+            state[str(folder / name)] = (st.st_mtime_ns, st.st_size)
+    return state
 
 
 def _watched_state(args) -> dict:
