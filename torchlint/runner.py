@@ -334,7 +334,9 @@ def lint_paths(
         from torchlint.project import FileFacts
 
         try:
-            known_facts = {path: FileFacts.from_json(known.facts.get(os.path.abspath(path))) for path in every}
+            # files only in the index need their facts only when a new snapshot is stored
+            wanted = every if known.changed else files
+            known_facts = {path: FileFacts.from_json(known.facts.get(os.path.abspath(path))) for path in wanted}
         except (ValueError, TypeError, IndexError, KeyError, AttributeError):
             known = None
         else:
@@ -414,6 +416,8 @@ def lint_paths(
 
     for path in every:
         if known is not None:
+            if path not in known_facts:  # only in the index, and no snapshot to store
+                continue
             facts = known_facts[path]
         else:
             facts = project.facts_for(path) if project is not None else EMPTY_FACTS
@@ -555,8 +559,9 @@ def project_context(paths: Sequence[str], files: Sequence[str], resolver: "Setti
         return []
     cwd = os.getcwd()
     given = [os.path.relpath(r) if _within(r, cwd) else r for r in roots]
-    linted = {os.path.abspath(f) for f in files}
-    return [f for f in discover(given, resolver) if os.path.abspath(f) not in linted]
+    join, norm = os.path.join, os.path.normpath  # abspath asks the kernel for the cwd each time
+    linted = {norm(join(cwd, f)) for f in files}
+    return [f for f in discover(given, resolver) if norm(join(cwd, f)) not in linted]
 
 
 def project_summaries(paths: Sequence[str], resolver: "SettingsResolver", cache: Optional["Cache"] = None,

@@ -479,7 +479,10 @@ def _add_noqa(files: Sequence[str], resolver, args) -> int:
             stamps[path] = (st.st_mtime_ns, st.st_size)
         except OSError:
             pass
-    result = lint_paths(files, resolver, jobs=args.jobs, cache=None)
+    from torchlint.runner import project_context
+
+    result = lint_paths(files, resolver, jobs=args.jobs, cache=None,
+                        context=project_context(args.paths or ["."], files, resolver))
     by_path: dict = {}
     for d in result.diagnostics:
         by_path.setdefault(d.path, []).append(d)
