@@ -430,3 +430,42 @@ def test_ctrl_c_at_random_moments_of_the_start_never_prints_torchlints_traceback
         assert all(f.endswith(("_sigint.py", "torchlint/__init__.py")) or (f.endswith("__main__.py") and n == "1")
                    for f, n in ours), err
         assert code in (130, 0, 1, -2) or "Traceback" in err, (code, err)
+
+
+# -- item 20: --fix through symlinks --------------------------------------------------------------
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_fix_a_file_and_its_symlink_once(tmp_path, jobs):
+    """Both names were fixed: 'file changed on disk while it was being fixed', exit 2."""
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text(FLAGGED)
+        (tmp_path / f"link{i}.py").symlink_to(f"m{i}.py")
+    diff = cli("--isolated", "--no-cache", "--diff", "--jobs", jobs, ".", cwd=tmp_path)
+    assert diff.stdout.count(b"\n+++ b/") == 6, diff.stdout  # each file once, not once per name
+    proc = cli("--isolated", "--no-cache", "--fix", "--jobs", jobs, ".", cwd=tmp_path)
+    assert proc.returncode == 0 and b"changed on disk" not in proc.stderr, proc.stderr
+    assert proc.stderr.decode().splitlines()[0] == "Fixed 6 findings."
+    for i in range(6):
+        assert (tmp_path / f"m{i}.py").read_text() == FLAGGED.replace("zeros(3).cuda()", 'zeros(3, device="cuda")')
+        assert (tmp_path / f"link{i}.py").is_symlink()
+
+
+def test_fix_does_not_rewrite_a_file_outside_the_tree_through_a_symlink(tmp_path):
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "o.py").write_text(FLAGGED)
+    (tree / "a.py").write_text(FLAGGED)
+    (tree / "out.py").symlink_to(outside / "o.py")
+    proc = cli("--isolated", "--no-cache", "--fix", "--output-format", "concise", ".", cwd=tree)
+    assert proc.returncode == 1, proc.stderr
+    assert (outside / "o.py").read_text() == FLAGGED  # linted, not fixed
+    assert 'device="cuda"' in (tree / "a.py").read_text()
+    assert proc.stdout.decode().splitlines() == ["out.py:3:9: TL202 Tensor created on the CPU then moved; pass `device=` to the factory"]
+    notes = [line for line in proc.stderr.decode().splitlines() if "warning" in line]
+    assert notes == [f"torchlint: warning: out.py: a symlink to {outside / 'o.py'}, outside the linted paths: "
+                     "linted, not fixed (name the file itself to fix it)"]
+    diff = cli("--isolated", "--no-cache", "--diff", ".", cwd=tree)
+    assert b"o.py" not in diff.stdout
+    named = cli("--isolated", "--no-cache", "--fix", "out.py", cwd=tree)  # named: the user asked for it
+    assert named.returncode == 0 and 'device="cuda"' in (outside / "o.py").read_text(), named.stderr

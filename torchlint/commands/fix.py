@@ -9,7 +9,7 @@ import os
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from torchlint.commands.report import report
 from torchlint.commands.usage import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
@@ -113,6 +113,63 @@ def fix_file(path: str, settings: Any, unsafe: bool, write: bool) -> FileOutcome
     return outcome
 
 
+def lint_only(path: str, settings: Any, note: Optional[str] = None) -> FileOutcome:
+    """One file linted, not fixed (``fix_plan``): its findings as it is on disk, ``note`` as a
+    warning."""
+    from torchlint.runner import read_file
+
+    outcome = FileOutcome(path)
+    if note:
+        outcome.warnings.append(note)
+    read = read_file(path, settings)
+    if read.source is None:
+        outcome.diagnostics.extend(read.findings)
+        return outcome
+    try:
+        remaining = _lint(read.source.text, path, settings)
+    except UnreadableFile as exc:
+        from torchlint.runner import unreadable_findings
+
+        outcome.diagnostics.extend(unreadable_findings(path, exc, settings))
+        return outcome
+    except RecursionError:
+        from torchlint.engine import too_complex
+
+        outcome.diagnostics.extend(too_complex(path, settings))
+        return outcome
+    except Exception as exc:
+        reraise_interrupt(exc)
+        outcome.errors.append(f"{path}: internal error: {exc.__class__.__name__}: {exc}")
+        return outcome
+    outcome.result = FixResult(path, read.source.text, read.source.text, remaining=remaining)
+    return outcome
+
+
+def _within(real: str, roots: Sequence[str]) -> bool:
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def fix_plan(files: Sequence[str], roots: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """The files ``--fix`` lints without fixing, each with why: a second name of a file fixed
+    under its first (a symlink to it: by real path; fixing it twice reported 'file changed on
+    disk'), and a symlink whose target lies outside every linted root (the paths given; ``--fix
+    .`` must not rewrite a file elsewhere through a link in the tree). A hard link is a file of
+    its own here: the atomic replacement gives the name fixed a new file."""
+    skipped: Dict[str, str] = {}
+    real_roots = [os.path.realpath(root) for root in roots] if roots else None
+    seen: Set[str] = set()
+    for path in files:
+        real = os.path.realpath(path)
+        if real in seen:
+            skipped[path] = ""  # the same file as an earlier name, fixed once under that one
+            continue
+        seen.add(real)
+        if real_roots is not None and real != os.path.abspath(path) and not _within(real, real_roots):
+            skipped[path] = (f"{path}: a symlink to {real}, outside the linted paths: linted, not fixed "
+                             "(name the file itself to fix it)")
+    return skipped
+
+
 def write_if_unchanged(path: str, data: bytes, before: os.stat_result, new: bytes) -> Optional[str]:
     """Atomically replace ``path`` (a symlink's target) with ``new`` unless it changed since
     ``data`` was read from it (stat ``before``), keeping its owner and mode; read-only files are
@@ -142,13 +199,17 @@ def _reap_temp_files(files: Sequence[str]) -> None:
 
 
 def fix_paths(files: Sequence[str], resolver: Any, *, unsafe: bool, write: bool,
-              jobs: Optional[int] = None) -> List[FileOutcome]:
-    """``fix_file`` for every file, in the order given (diffs and errors come out in file order)."""
+              jobs: Optional[int] = None, roots: Optional[Sequence[str]] = None) -> List[FileOutcome]:
+    """``fix_file`` for every file, in the order given (diffs and errors come out in file order);
+    those ``fix_plan`` sets aside (with ``roots``, the linted paths) are linted once the others
+    are fixed."""
     from torchlint.runner import default_jobs
 
+    skipped = fix_plan(files, roots)
+    fixable = [path for path in files if path not in skipped]
     if write:
-        _reap_temp_files(files)
-    items = [(path, resolver.for_path(path), unsafe, write) for path in files]
+        _reap_temp_files(fixable)
+    items = [(path, resolver.for_path(path), unsafe, write) for path in fixable]
     jobs = jobs or default_jobs()
     if jobs > 1 and len(items) >= MIN_FILES_FOR_POOL:
         from torchlint.engine import lint_source  # noqa: F401  (forked workers inherit it)
@@ -156,8 +217,14 @@ def fix_paths(files: Sequence[str], resolver: Any, *, unsafe: bool, write: bool,
         from torchlint.workers import map_chunked
 
         all_rules()
-        return map_chunked(_fix_chunk, items, [_size(path) for path in files], jobs)
-    return _fix_chunk(items)
+        fixed = map_chunked(_fix_chunk, items, [_size(path) for path in fixable], jobs)
+    else:
+        fixed = _fix_chunk(items)
+    if not skipped:
+        return fixed
+    by_path = {o.path: o for o in fixed}
+    return [by_path[path] if path in by_path else lint_only(path, resolver.for_path(path), skipped[path] or None)
+            for path in files]
 
 
 def _size(path: str) -> int:
@@ -265,7 +332,8 @@ def _finish(outcomes: List[FileOutcome], checked_paths: Sequence[str], args, res
 
 def run_fix(files: Sequence[str], resolver, args) -> int:
     """``torchlint --fix`` / ``--diff`` / ``--fix-only`` over files on disk."""
-    outcomes = fix_paths(files, resolver, unsafe=args.unsafe_fixes, write=not args.diff, jobs=args.jobs)
+    outcomes = fix_paths(files, resolver, unsafe=args.unsafe_fixes, write=not args.diff, jobs=args.jobs,
+                         roots=args.paths or ["."])
     return _finish(outcomes, list(files), args, resolver)
 
 
