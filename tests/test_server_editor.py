@@ -105,3 +105,70 @@ def test_a_buffer_larger_than_the_cache_reuses_its_trees_after_an_edit(monkeypat
     second = engine.lint_source(edited, "big.py", settings, incremental=True)
     assert [d.code for d in second] == ["TL701"]
     assert len(parsed) == 1 and "x.mean()" in parsed[0] and len(parsed[0]) < 100  # the edited statement only
+
+
+# -- an unsaved buffer's own facts (issue 28) ------------------------------------------------------
+
+NEW_TRAINING_FILE = (
+    "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n\n\n"
+    + "".join(f"def transform_{i}(x):\n    return x * {i} + 1\n\n\n" for i in range(20))
+    + "def acc(logits, y):\n    return (logits.argmax(1) == y).float().mean().item()\n\n\n"
+    "def train(model, opt, dataset):\n"
+    "    loader = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True)\n"
+    "    for x, y in loader:\n"
+    "        out = model(x.cuda())\n"
+    "        loss = nn.functional.cross_entropy(out, y.cuda())\n"
+    "        loss.backward()\n"
+    "        opt.step()\n"
+    "        opt.zero_grad()\n"
+    "        score = acc(out, y)\n"
+)
+
+
+def _as_lsp(finding: dict) -> tuple:
+    return finding["code"], finding["location"]["row"] - 1, finding["location"]["column"] - 1, finding["message"]
+
+
+def test_an_unsaved_buffers_own_facts_come_from_the_buffer(tmp_path):
+    """A new training file, not on disk: `acc()` is called every step from the loop below it.
+    The index of the files on disk knows nothing of it (the server published no TL201); the
+    server's findings are the CLI's on the same text."""
+    import os
+
+    import test_server
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "metrics.py").write_text(test_server.METRICS_HELPER)
+    (tmp_path / "loop.py").write_text(test_server.TRAIN_LOOP.format(call="acc = accuracy(out, y)"))
+    assert NEW_TRAINING_FILE.count("\n") > 90
+    client = test_server.LspClient(tmp_path, [sys.executable, "-m", "torchlint", "server", "--debounce-ms", "50"],
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        client.initialize(tmp_path)
+        metrics = test_server.uri_of(tmp_path / "metrics.py")
+        client.open(metrics, test_server.METRICS_HELPER)
+        if not test_server._tl201_rows(client, metrics):  # the index is built once metrics.py has its TL201
+            assert test_server._tl201_rows(client, metrics) == [1]
+        new = tmp_path / "train_new.py"
+        uri = test_server.uri_of(new)
+        client.open(uri, NEW_TRAINING_FILE)
+        published = client.diagnostics(uri, 1)["diagnostics"]
+        later = [m for m in client.drain(1.0) if m.get("method") == "textDocument/publishDiagnostics"
+                 and m["params"]["uri"] == uri]
+        if later:
+            published = later[-1]["params"]["diagnostics"]
+        got = sorted((d["code"], d["range"]["start"]["line"], d["range"]["start"]["character"], d["message"])
+                     for d in published)
+        # and after an edit that moves every line (the buffer's summary changes)
+        client.change(uri, "\n" + NEW_TRAINING_FILE, 2)
+        moved = sorted((d["code"], d["range"]["start"]["line"] - 1, d["range"]["start"]["character"], d["message"])
+                       for d in client.diagnostics(uri, 2)["diagnostics"])
+    finally:
+        client.close()
+    new.write_text(NEW_TRAINING_FILE)
+    cli = subprocess.run([sys.executable, "-m", "torchlint", "--output-format", "json", "--no-cache", "."],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    expected = sorted(_as_lsp(d) for d in json.loads(cli.stdout) if Path(d["filename"]).name == "train_new.py")
+    assert [(code, row) for code, row, _, _ in expected] == [("TL201", 86)]  # acc's `.item()`
+    assert got == expected
+    assert moved == expected

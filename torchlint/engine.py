@@ -389,6 +389,17 @@ def single_file_facts(text: str, path: str, tree: Optional[ast.Module] = None, i
     return ProjectIndex({path: summary}).facts_for(path) if summary is not None else EMPTY_FACTS
 
 
+def buffer_summary(text: str, path: str) -> Optional[dict]:
+    """An editor buffer's summary (phase 1, as ``summarize_text``), from the incremental
+    parser's tree and the buffer's kept function records, as ``single_file_facts`` makes it;
+    None when Python cannot parse the text. The language server's index takes it in place of
+    the file's summary on disk."""
+    tree = _ast_parse(text, path, incremental=True)[0]
+    if tree is None:
+        return None
+    return summarize(tree, path, text, editor_memo.recent(_SUMMARY_RECORDS, path))
+
+
 def first_pass(text: str, path: str, settings):
     """Phase 1 of a project run for one file: (its summary from CPython's ``ast``, its final
     findings when no rule can fire on it, whether a rule could fire given project facts, the

@@ -230,6 +230,8 @@ class Session:
     project: Any = None
     summaries: Dict[str, dict] = field(default_factory=dict)
     project_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: path -> (the index, the buffer's summary, its facts) of the last buffer linted there
+    buffer_facts: Dict[str, tuple] = field(default_factory=dict)
 
     def build_project(self) -> None:
         """Phase 1 over the workspace and the index (on a background thread)."""
@@ -270,9 +272,33 @@ class Session:
         # (the saved file itself is re-linted by did_save already; here only when its facts moved)
         return {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
 
-    def facts_for(self, path: str):
+    def facts_for(self, path: str, text: Optional[str] = None):
+        """The project facts of ``path``; with ``text`` (an editor's buffer), of that text: its
+        own summary replaces the one indexed from disk (a new or unsaved file is not on disk,
+        or not as it is in the editor), the other files' come from the index. The index with the
+        buffer's summary is built again only when that summary changes (typing inside a line
+        rarely changes it)."""
+        path = os.path.abspath(path)
         with self.project_lock:
-            return self.project.facts_for(os.path.abspath(path)) if self.project is not None else None
+            project, summaries = self.project, self.summaries
+        if project is None:
+            return None
+        if text is None:
+            with self.project_lock:
+                return project.facts_for(path)
+        from torchlint.engine import buffer_summary
+        from torchlint.project import ProjectIndex
+
+        summary = buffer_summary(text, path)
+        if summary is None or summary == summaries.get(path):
+            with self.project_lock:
+                return project.facts_for(path)
+        kept = self.buffer_facts.get(path)
+        if kept is not None and kept[0] is project and kept[1] == summary:
+            return kept[2]
+        facts = ProjectIndex({**summaries, path: summary}).facts_for(path)
+        self.buffer_facts[path] = (project, summary, facts)
+        return facts
 
     def reload(self) -> None:
         """A fresh resolver (pyproject.toml changed); a bad config is remembered, not raised."""
@@ -323,7 +349,7 @@ class Session:
 
                 diagnostics = effective_fixes(lint_for_editor(text, target.path, settings), settings)
             else:
-                facts = self.facts_for(target.path) if target.on_disk else None
+                facts = self.facts_for(target.path, text) if target.on_disk else None
                 diagnostics = effective_fixes(
                     lint_source(text, target.path, settings, incremental=True, project=facts), settings)
         except Exception as exc:  # a rule bug must not take the server down
@@ -896,6 +922,10 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool
         uri = params.text_document.uri
         cancel(session.pending, uri)
         session.results.pop(uri, None)
+        if uri.startswith("file:"):
+            from pygls.uris import to_fs_path
+
+            session.buffer_facts.pop(os.path.abspath(to_fs_path(uri) or ""), None)
         if session.documents.pop(uri, "absent") != "absent":
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
