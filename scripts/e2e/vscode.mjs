@@ -167,6 +167,20 @@ async function main() {
     await waitFor(async () => (await problems.getByText("TL102", { exact: false }).count()) === 0, "TL102 to leave the Problems panel");
     await problems.getByText("TL101", { exact: false }).first().waitFor();  // the cell's other finding stays
     await page.screenshot({ path: path.join(shots, "vscode-7-notebook-fixed.png") });
+
+    // "torchlint: Fix all auto-fixable problems" from a cell: the notebook's safe fixes
+    // (notebook.source.fixAll.torchlint): TL202 (device=) in cell 9 and TL004 (the unused noqa)
+    await runCommand(page, "torchlint: Fix all auto-fixable problems");
+    await page.waitForTimeout(1000);
+    await page.keyboard.press("Control+S");
+    await waitFor(() => {
+      const nb = JSON.parse(fs.readFileSync(path.join(workspace, "train.ipynb"), "utf8"));
+      const text = nb.cells.map((c) => [].concat(c.source).join("")).join("\n");
+      return text.includes('torch.zeros(16, 3, 32, 32, device="cuda")') && !text.includes("noqa: TL501");
+    }, "train.ipynb to have the fix-all edits on disk");
+    await waitFor(async () => (await problems.getByText("TL202", { exact: false }).count()) === 0, "TL202 to leave the Problems panel");
+    log("fix all applied and saved: train.ipynb has device=\"cuda\" and no unused noqa");
+    await page.screenshot({ path: path.join(shots, "vscode-8-notebook-fix-all.png") });
     log(`screenshots in ${shots}`);
   } catch (err) {
     if (browser) {
