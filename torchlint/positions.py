@@ -19,33 +19,54 @@ module's footer begins), else the whole module is generated as before.
 from __future__ import annotations
 
 import ast
-import functools
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
 from torchlint.astindex import statement_first_line
 from torchlint.guards import deep_call
 
-if TYPE_CHECKING:
-    from libcst._nodes.internal import CodegenState  # the hook libcst's own providers use
-else:
-    CodegenState = object  # libcst's class joins the bases on first use: _OffsetState.__new__
-
 Span = Tuple[int, int]
 
 
-class _OffsetState(CodegenState):
-    def __new__(cls, module: cst.Module) -> _OffsetState:
-        return object.__new__(_with_codegen_state())
+class _OffsetState:
+    """What ``CSTNode._codegen`` calls on its state, counting characters instead of collecting
+    them, as libcst's own ``ByteSpanPositionProvider`` state does (which counts bytes).
+
+    It is not a subclass of libcst's ``CodegenState`` (``libcst._nodes.internal``, private):
+    the whole protocol is here (the fields and methods libcst's nodes use), so no private name
+    is imported. The codegen entry point itself, ``CSTNode._codegen(state)``, has no public
+    counterpart: libcst's public positions (``MetadataWrapper.resolve(PositionProvider)`` or
+    ``ByteSpanPositionProvider``) generate the whole module and then visit every node, 5-7
+    times the cost on the fixtures, and cannot generate one statement. ``protocol_ok()`` checks
+    this state against the public provider once, on a sample of every construct; a libcst
+    where they differ gets the public path (``_public_spans``): the same ranges, slower."""
+
+    __slots__ = ("default_indent", "default_newline", "provider", "indent_tokens", "offset",
+                 "spans", "_starts", "code")
 
     def __init__(self, module: cst.Module) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.default_indent: str = module.default_indent
+        self.default_newline: str = module.default_newline
+        self.provider: object = None
+        self.indent_tokens: List[str] = []
         self.offset = 0
         self.spans: Dict[cst.CSTNode, Span] = {}
         self._starts: list = []
         self.code: Optional[List[str]] = None  # the generated code too, when it is to be checked
+
+    @property
+    def tokens(self) -> List[str]:
+        """Not collected: ``Module`` only asks whether anything was generated (an empty module
+        gets its newline), which the offset tells."""
+        return [""] if self.offset else []
+
+    def increase_indent(self, value: str) -> None:
+        self.indent_tokens.append(value)
+
+    def decrease_indent(self) -> None:
+        self.indent_tokens.pop()
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
@@ -87,13 +108,70 @@ class _OffsetState(CodegenState):
         self.spans[node] = (start, end)
 
 
-@functools.cache
-def _with_codegen_state() -> type[_OffsetState]:
-    """``_OffsetState`` on libcst's ``CodegenState``, made on first use: subclassing it at import
-    would import libcst in runs that never generate code (torchlint/_cst.py)."""
-    from libcst._nodes.internal import CodegenState as LibcstCodegenState
+# Statements whose code generation records a syntactic range from their parts (start_node,
+# end_node), blocks that indent, brackets, a line of two statements, a module without its last
+# newline: ``protocol_ok`` generates this both ways (small: it runs once per process).
+_SAMPLE = """\
+@d(1)
+def f(x, *a, y=(1 + 2), **k):
+    if x: return [i for i in a]
+    elif y: pass
+    else:
+        with g() as h, (j):
+            for i in a: del i; continue
+    try: x.y[0] = lambda z: {z: "s" f"{z!r}"}
+    except (E, F) as e: raise
+    finally: x += 1
+class C(B):
+    while not x: yield -x ** 2 if x else await y
+x: int = 1  # footer"""
 
-    return type("_OffsetState", (_OffsetState, LibcstCodegenState), {})
+
+_PROTOCOL: Dict[str, bool] = {}
+
+
+def protocol_ok() -> bool:
+    """Whether this libcst's codegen, through ``_OffsetState``, gives the ranges its public
+    ``ByteSpanPositionProvider`` gives (checked once per process, a few milliseconds)."""
+    ok = _PROTOCOL.get("ok")
+    if ok is None:
+        try:
+            module = cst.parse_module(_SAMPLE)
+            state = _OffsetState(module)
+            state.code = []
+            module._codegen(state)
+            code = "".join(state.code)
+            ok = (code in (module.code, module.code + module.default_newline)  # the newline it keeps
+                  and state.spans == _public_spans(module, module.code))
+        except Exception:  # the protocol changed (a method or field this state lacks)
+            ok = False
+        _PROTOCOL["ok"] = ok
+    return ok
+
+
+def protocol_failed() -> None:
+    """The private path raised on a real tree (a node calling what this state lacks): from now
+    on, this process takes the public path."""
+    _PROTOCOL["ok"] = False
+
+
+def _public_spans(module: cst.Module, text: str) -> Dict[cst.CSTNode, Span]:
+    """(start, end) character offsets of every node through libcst's public API only: the
+    metadata wrapper's ``ByteSpanPositionProvider`` (UTF-8 byte offsets, turned into characters)."""
+    from libcst.metadata import ByteSpanPositionProvider, MetadataWrapper
+
+    spans = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider)
+    if text.isascii():
+        return {node: (span.start, span.start + span.length) for node, span in spans.items()}
+    import bisect
+    from itertools import accumulate
+
+    ends = list(accumulate(len(char.encode("utf-8", "surrogatepass")) for char in text))  # byte end of each char
+
+    def char(offset: int) -> int:
+        return bisect.bisect_right(ends, offset) if offset else 0
+
+    return {node: (char(span.start), char(span.start + span.length)) for node, span in spans.items()}
 
 
 def node_spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
@@ -102,10 +180,18 @@ def node_spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
     Code generation recurses a few frames per level of the tree: a 500-term sum outgrows
     Python's default recursion limit. Such a tree (``guards.py`` lets through ~1,000 levels at
     most) is generated again on a thread with room for it."""
+    if protocol_ok():
+        try:
+            try:
+                return _spans(module)
+            except RecursionError:
+                return deep_call(_spans, module)
+        except (AttributeError, TypeError):  # a node calls what this state lacks: see _OffsetState
+            protocol_failed()
     try:
-        return _spans(module)
+        return _public_spans(module, module.code)
     except RecursionError:
-        return deep_call(_spans, module)
+        return deep_call(lambda m: _public_spans(m, m.code), module)
 
 
 def _spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
@@ -173,11 +259,29 @@ class Positions:
 
     def range(self, node: cst.CSTNode, top: Optional[cst.CSTNode] = None,
               path: Optional[List[cst.CSTNode]] = None):
+        try:
+            return self._range(node, top, path)
+        except (AttributeError, TypeError):
+            if not protocol_ok():
+                raise
+            protocol_failed()  # a node called what _OffsetState lacks: the public path from now on
+            self.spans, self._whole, self._done = {}, False, set()
+            return self._range(node, top, path)
+
+    def _range(self, node: cst.CSTNode, top: Optional[cst.CSTNode] = None,
+               path: Optional[List[cst.CSTNode]] = None):
         """``path``: the nodes from the module down to where ``node`` was reported (the walk's
         ancestors), when the caller has them: the innermost statement of that path holding
         ``node`` is generated instead of the whole top-level statement (a method of a
         1,000-line class)."""
         span = self.spans.get(node)
+        if span is None and not self._whole and not protocol_ok():  # this libcst: the public path only
+            if self.stubs is not None:
+                from torchlint.partial import PartialMismatch
+
+                raise PartialMismatch()  # its code is not the text: the caller parses the whole file
+            self._generate_all()
+            span = self.spans[node]
         if span is None and path is not None and len(path) > 3 and not self._whole:
             span = self._nested_span(node, path)
         if span is None:
