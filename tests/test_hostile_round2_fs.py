@@ -557,6 +557,9 @@ def test_an_unreadable_subfolder_does_not_abort_config_discovery(shared_dir, cap
         warnings = [line for line in err.splitlines() if "warning" in line]
         expected = [f"torchlint: warning: cannot look for configuration in {locked}: Permission denied"]
         assert warnings == expected or (args is argv and warnings == []), err
+    code, out, err = as_unprivileged(["--config", "locked/torchlint.toml", "ok.py"], shared_dir)
+    assert code == 2 and out == ""
+    assert err == "torchlint: error: --config: cannot read locked/torchlint.toml: Permission denied\n"
 
 
 def test_guide_has_no_rules_table():

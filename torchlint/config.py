@@ -514,7 +514,13 @@ class SettingsResolver:
         self.fixed: Optional[Settings] = None
         if config_file is not None:
             path = Path(config_file)
-            if not path.is_file():
+            try:
+                found = stat.S_ISREG(os.stat(path).st_mode)
+            except OSError as exc:  # absent, or in a folder this user cannot search
+                found = False
+                if exc.errno in (errno.EACCES, errno.EPERM):
+                    raise ConfigError(f"--config: cannot read {config_file}: {exc.strerror}") from None
+            if not found:
                 raise ConfigError(f"--config: no such file: {config_file}")
             self.fixed = settings_from_pyproject(path.resolve(), self.overrides, self._declared_version)
         elif isolated:
