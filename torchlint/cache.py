@@ -19,7 +19,7 @@ a file with findings is not stored: the reporter re-reads it for code frames.
 The key covers the torchlint version, the size and mtime of every module of the installed
 torchlint package (so a new or edited rule invalidates the cache, even in a development
 checkout) and ``Settings.fingerprint`` (enabled codes, per-file-ignores, target torch version,
-rule options, root).
+maximum file size, root).
 
 A project summary is also keyed on the file's package layout (how many folders above it hold
 an ``__init__.py``): the module name it records depends on it, not on the file's bytes. The
@@ -188,6 +188,12 @@ def _is_location(value) -> bool:
     )
 
 
+def _related_rows(row: dict) -> list:
+    """A stored finding's ``related`` list ([None] when it is not a list: not a finding)."""
+    related = row.get("related", [])
+    return related if isinstance(related, list) else [None]
+
+
 def _is_finding(row) -> bool:
     """A stored finding has exactly the shape ``_finding_to_json`` writes (a mistyped one would
     crash a reporter in every later run)."""
@@ -197,6 +203,9 @@ def _is_finding(row) -> bool:
         and _is_location(row.get("end_location"))
         and (row.get("noqa_row") is None or type(row.get("noqa_row")) is int)
         and (row.get("hint") is None or isinstance(row.get("hint"), str))
+        and all(isinstance(r, dict) and isinstance(r.get("filename"), str) and isinstance(r.get("message"), str)
+                and _is_location(r.get("location")) and _is_location(r.get("end_location"))
+                for r in _related_rows(row))
     ):
         return False
     fix = row.get("fix")
