@@ -263,9 +263,13 @@ def test_initialize_advertises_capabilities(start):
     assert registration["params"]["registrations"][0]["method"] == "workspace/didChangeWatchedFiles"
     watchers = registration["params"]["registrations"][0]["registerOptions"]["watchers"]
     # the config and every file the declared torch version comes from (see dependencies.py)
-    assert [w["globPattern"] for w in watchers] == [
+    from torchlint.dependencies import WATCHED_GLOBS
+
+    globs = [w["globPattern"] for w in watchers]
+    assert globs == list(WATCHED_GLOBS) + ["**/torchlint.toml", "**/.torchlint.toml"]
+    assert globs[:7] == [
         "**/pyproject.toml", "**/setup.cfg", "**/setup.py", "**/environment.yml", "**/environment.yaml",
-        "**/requirements*.txt", "**/requirements/*.txt", "**/torchlint.toml", "**/.torchlint.toml",
+        "**/requirements*.txt", "**/requirements/*.txt",
     ]
 
 
@@ -425,12 +429,18 @@ def test_excluded_files_get_no_diagnostics(start, workspace):
 
 # -- code actions ------------------------------------------------------------------------------
 
-def code_action(client: LspClient, uri: str, diagnostics: List[dict], only: Optional[List[str]] = None) -> Any:
+def code_action(client: LspClient, uri: str, diagnostics: List[dict], only: Optional[List[str]] = None,
+                ignore: bool = False) -> Any:
+    """The code actions for ``diagnostics``; without ``ignore``, less the "ignore this line"
+    quick fix every finding has (tests/test_server_reasons.py tests it), None when none is left."""
     context: Dict[str, Any] = {"diagnostics": diagnostics}
     if only is not None:
         context["only"] = only
     whole = {"start": {"line": 0, "character": 0}, "end": {"line": 99, "character": 0}}
-    return client.request("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": whole, "context": context})
+    actions = client.request("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": whole, "context": context})
+    if ignore or actions is None:
+        return actions
+    return [a for a in actions if not a["title"].startswith("Ignore ")] or None
 
 
 def doc_edit(uri: str, version: int, *edits: tuple) -> dict:

@@ -56,6 +56,25 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Related:
+    """Where the reason for a finding is, in this file or another (the call that makes a helper
+    run every step): LSP's ``relatedInformation``, the JSON output's ``related``."""
+
+    path: str
+    location: Location
+    end_location: Location
+    message: str
+
+    def to_json(self) -> dict:
+        return {"filename": self.path, "location": self.location.to_json(),
+                "end_location": self.end_location.to_json(), "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Related":
+        return cls(data["filename"], Location(**data["location"]), Location(**data["end_location"]), data["message"])
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     code: str
     name: str
@@ -73,6 +92,9 @@ class Diagnostic:
     #: Why it matters, a sentence or two (the rule's ``hint``): the full format shows it under
     #: the finding; the short ``message`` alone goes to the concise, JSON and editor outputs.
     hint: Optional[str] = field(default=None, compare=False, repr=False)
+    #: The places the reason is (a caller in another function or file); in the JSON output
+    #: (``related``) when there are any.
+    related: Tuple[Related, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def url(self) -> str:
@@ -84,7 +106,7 @@ class Diagnostic:
         return (self.path, self.cell or 0, self.location.row, self.location.column, self.code, self.message)
 
     def to_json(self) -> dict:
-        return {
+        data: Dict[str, Any] = {
             "code": self.code,
             "name": self.name,
             "message": self.message,
@@ -96,6 +118,9 @@ class Diagnostic:
             "cell": self.cell,
             "url": self.url,
         }
+        if self.related:
+            data["related"] = [r.to_json() for r in self.related]
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "Diagnostic":
@@ -120,4 +145,5 @@ class Diagnostic:
             noqa_row=data.get("noqa_row"),
             cell=data.get("cell"),
             hint=data.get("hint"),
+            related=tuple(Related.from_json(r) for r in data.get("related", ())),
         )

@@ -456,9 +456,27 @@ def check_module(module: cst.Module, text: str, path: str, settings, rules: Sequ
         if not ctx.pending:
             return []
         positions = Positions(module, text, tree if stubs is None else None, first_lines, stubs, ends)
-        return [_to_diagnostic(p, positions, module, path, text, tops.get(id(p)), paths.get(id(p))) for p in ctx.pending]
+        found = [_to_diagnostic(p, positions, module, path, text, tops.get(id(p)), paths.get(id(p))) for p in ctx.pending]
+        return _with_related(found, project) if project is not None and project.sites else found
     finally:
         ctx.release()
+
+
+def _with_related(found: List[Diagnostic], project: FileFacts) -> List[Diagnostic]:
+    """Each finding whose hint gives a reason the project index traced to a call ("called every
+    step from train.py:16") gets that call as a related location."""
+    import dataclasses
+    import re
+
+    from torchlint.diagnostics import Related
+
+    out = []
+    for d in found:
+        related = tuple(
+            Related(site, Location(line, 1), Location(line, 1), why) for why, (site, line) in sorted(project.sites.items())
+            if d.hint and why in d.hint and re.search(re.escape(why) + r"(?!\d)", d.hint))
+        out.append(dataclasses.replace(d, related=related) if related else d)
+    return out
 
 
 def _to_diagnostic(p: PendingDiagnostic, positions, module: cst.Module, path: str, text: str,

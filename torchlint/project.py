@@ -53,30 +53,37 @@ class FileFacts:
     #: name as this file spells it (an imported or a local class) -> the torch class it derives
     #: from, for project classes that subclass one the rules care about (``GpuDataParallel``).
     subclasses: Mapping[str, str] = field(default_factory=dict)
+    #: a reason of ``per_step`` ("called every step from train.py:16") -> the call it names:
+    #: (path, line), for the findings' related locations (LSP ``relatedInformation``, JSON ``related``)
+    sites: Mapping[str, Tuple[str, int]] = field(default_factory=dict)
 
     @cached_property
     def digest(self) -> str:
         if not self.per_step and not self.moved_loaders and not self.subclasses:
             return ""
         data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
-                           sorted(self.subclasses.items())])
+                           sorted(self.subclasses.items())] + ([sorted(self.sites.items())] if self.sites else []))
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
 
     def to_json(self) -> list:
         """[] for no facts; else what ``from_json`` reads back (the results cache's project file)."""
         if not self.digest:
             return []
-        return [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
+        row: list = [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
+        return row + [{why: list(site) for why, site in self.sites.items()}] if self.sites else row
 
     @staticmethod
     def from_json(row) -> "FileFacts":
         if not row:
             return EMPTY_FACTS
-        per_step, moved, subclasses = row
-        if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)):
+        per_step, moved, subclasses, *rest = row
+        sites = rest[0] if len(rest) == 1 else {}
+        if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)
+                and isinstance(sites, dict) and len(rest) <= 1):
             raise ValueError("bad facts")
         return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
-                         {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()})
+                         {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()},
+                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()})
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -651,6 +658,7 @@ class ProjectIndex:
             self.by_module.setdefault(summary["module"], path)
         self.per_step: Dict[Tuple[str, str], Tuple[str, str]] = {}
         self.moved: Dict[Tuple[str, str], str] = {}
+        self.sites: Dict[str, Tuple[str, int]] = {}  # a "called every step from" reason -> (path, line)
         self._torch_bases: Dict[Tuple[str, str], Optional[str]] = {}
         self._by_path: Optional[Dict[str, Tuple[dict, dict]]] = None
         self._tracked: Optional[bool] = None
@@ -710,7 +718,9 @@ class ProjectIndex:
                 for callee, line in record.get("step_calls", ()):
                     key = self.resolve(path, caller, callee)
                     if key is not None:
-                        mark(key, TRAIN, f"called every step from {_short(path)}:{line}")
+                        why = f"called every step from {_short(path)}:{line}"
+                        self.sites.setdefault(why, (path, line))
+                        mark(key, TRAIN, why)
                 for callee, line in record.get("moved_factories", ()):
                     key = self.resolve(path, caller, callee)
                     if key is not None and self._function(*key).get("returns_loader"):
@@ -741,7 +751,8 @@ class ProjectIndex:
                 self._by_path.setdefault(p, ({}, {}))[1][q] = v
         per_step, moved = self._by_path.get(path, ({}, {}))
         subclasses = self._subclasses_seen_from(path)
-        return FileFacts(per_step, moved, subclasses) if per_step or moved or subclasses else EMPTY_FACTS
+        sites = {why: self.sites[why] for _, why in per_step.values() if why in self.sites}
+        return FileFacts(per_step, moved, subclasses, sites) if per_step or moved or subclasses else EMPTY_FACTS
 
     # -- classes ----------------------------------------------------------------------------------
     def torch_base(self, path: str, name: str, seen: Optional[Set[Tuple[str, str]]] = None) -> Optional[str]:

@@ -637,6 +637,15 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool
                     for e in d.fix.edits
                 ],
             }
+        related = None
+        if d.related and edit_json is None:  # (a notebook's rows are the joined cells', not a file's)
+            from pygls.uris import from_fs_path
+
+            related = [lsp.DiagnosticRelatedInformation(
+                location=lsp.Location(uri=from_fs_path(os.path.abspath(r.path)) or r.path, range=lsp.Range(
+                    lsp.Position(r.location.row - 1, r.location.column - 1),
+                    lsp.Position(r.end_location.row - 1, r.end_location.column - 1))),
+                message=r.message) for r in d.related]
         return lsp.Diagnostic(
             range=lsp_range(pm.range(d.location, d.end_location)),
             severity=lsp.DiagnosticSeverity.Error if d.code in ERROR_CODES else lsp.DiagnosticSeverity.Warning,
@@ -645,6 +654,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool
             source=SOURCE,
             message=d.message,
             data=data,
+            related_information=related,
         )
 
     def publish(uri: str, result: LintResult) -> None:
@@ -981,6 +991,88 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool
             ))
         return actions
 
+    def findings_at(uri: str, version: Optional[int]) -> Optional[Tuple[str, List[Diagnostic]]]:
+        """(the text, the findings) of the last lint of ``uri`` (a file or a notebook's cell, its
+        findings in the cell's rows) when it is of ``version``; else None."""
+        result = session.results.get(uri)
+        if result is not None:
+            return (result.text, result.diagnostics) if result.version == version else None
+        notebook_uri = notebook_of_cell(uri)
+        nb = session.notebook_results.get(notebook_uri) if notebook_uri is not None else None
+        cell = next((c for c in nb.cells if c.uri == uri), None) if nb is not None else None
+        if cell is None or cell.version != version:
+            return None
+        return cell.text, nb.diagnostics.get(uri, [])
+
+    def ignore_actions(uri: str, version: Optional[int], diagnostics: Sequence["lsp.Diagnostic"]) -> List["lsp.CodeAction"]:
+        """"Ignore this line": ``# noqa: TLxxx`` at the end of the finding's line (merged into a
+        ``# noqa`` the line has; on the statement's last line when the first ends inside a
+        string or after a backslash), as ``--add-noqa`` writes it."""
+        import dataclasses
+
+        from torchlint.suppression import add_noqa
+
+        found = findings_at(uri, version)
+        if found is None:
+            return []
+        text, findings = found
+        pm = PositionMap(text, session.encoding)
+        actions = []
+        for diagnostic in diagnostics:
+            if diagnostic.source != SOURCE or not isinstance(diagnostic.data, dict) or diagnostic.data.get("version") != version:
+                continue
+            wanted = lsp_range(json_range(diagnostic.range))
+            match = next((d for d in findings if d.code == diagnostic.code
+                          and lsp_range(pm.range(d.location, d.end_location)) == wanted), None)
+            if match is None:
+                continue
+            new, added = add_noqa(text, [dataclasses.replace(match, cell=None)])
+            if not added:
+                continue
+            start, end, content = minimal_replacement(text, new)
+            edit = lsp.TextEdit(lsp.Range(lsp.Position(*pm.from_offset(start)), lsp.Position(*pm.from_offset(end))), content)
+            actions.append(lsp.CodeAction(
+                title=f"Ignore {match.code} on this line (# noqa: {match.code})", kind=lsp.CodeActionKind.QuickFix,
+                diagnostics=[diagnostic], edit=workspace_edit(uri, version, [edit]),
+            ))
+        return actions
+
+    def json_range(span: "lsp.Range") -> dict:
+        return {"start": {"line": span.start.line, "character": span.start.character},
+                "end": {"line": span.end.line, "character": span.end.character}}
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def hover(params: lsp.HoverParams) -> Optional[lsp.Hover]:
+        """The findings under the cursor: message, why (the rule's hint), where the reason is,
+        and the rule's page."""
+        uri = params.text_document.uri
+        found = findings_at(uri, open_version(uri))
+        if found is None:
+            return None
+        text, findings = found
+        pm = PositionMap(text, session.encoding)
+        at = (params.position.line, params.position.character)
+        parts = []
+        for d in findings:
+            span = pm.range(d.location, d.end_location)
+            start, end = span["start"], span["end"]
+            if not ((start["line"], start["character"]) <= at <= (end["line"], end["character"])):
+                continue
+            lines = [f"**{d.code}** `{d.name}`: {d.message}"]
+            if d.hint:
+                lines.append(d.hint)
+            if notebook_of_cell(uri) is None:
+                from pygls.uris import from_fs_path
+
+                for r in d.related:
+                    target = from_fs_path(os.path.abspath(r.path)) or r.path
+                    lines.append(f"Why: {r.message} ([{os.path.basename(r.path)}:{r.location.row}]({target}#L{r.location.row}))")
+            lines.append(f"[{d.code} documentation]({d.url})")
+            parts.append("\n\n".join(lines))
+        if not parts:
+            return None
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n\n---\n\n".join(parts)))
+
     def has_safe_fix(uri: str, version: Optional[int]) -> bool:
         result = session.results.get(uri)
         return bool(result and result.version == version and any(
@@ -1035,6 +1127,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool
         actions: List[lsp.CodeAction] = []
         if _kind_wanted(lsp.CodeActionKind.QuickFix, only):
             actions.extend(quick_fixes(uri, version, params.context.diagnostics))
+            actions.extend(ignore_actions(uri, version, params.context.diagnostics))
         wanted = []
         if (only and _kind_wanted(FIX_ALL_KIND, only)) or (not only and cell_has_safe_fix(notebook_uri, uri, version)):
             wanted.append((FIX_ALL_KIND, CELL_FIX_ALL_TITLE, False))
@@ -1072,6 +1165,7 @@ def create_server(debounce_ms: int = DEFAULT_DEBOUNCE_MS, preview: Optional[bool
         actions: List[lsp.CodeAction] = []
         if _kind_wanted(lsp.CodeActionKind.QuickFix, only):
             actions.extend(quick_fixes(uri, version, params.context.diagnostics))
+            actions.extend(ignore_actions(uri, version, params.context.diagnostics))
         # Unasked (the light bulb), offer fix-all only when there is something safe to fix.
         if (only and _kind_wanted(FIX_ALL_KIND, only)) or (not only and has_safe_fix(uri, version)):
             if lazy_edits():

@@ -136,6 +136,9 @@ def render(diagnostics: Sequence[Diagnostic], context) -> str:
             emit(_frame(d, locator, _Text), end="")
         if d.hint:
             emit(_Text().append(f"  = hint: {d.hint}", style="dim"))
+        for r in d.related:  # where the reason is: the call that makes a helper run every step
+            emit(_Text().append(f"  = note: {printable(r.path)}:{r.location.row}:{r.location.column}: {r.message}",
+                                style="dim"))
         if d.fix is not None:
             hint = _Text()
             label = "Fix" if d.fix.applicability == "safe" else "Unsafe fix"
