@@ -40,7 +40,7 @@ def _private_libcst_imports(path: Path):
 
 def test_positions_and_cst_import_no_private_libcst_module():
     found = []
-    for name in ("positions.py", "_cst.py"):
+    for name in ("positions.py", "_cst.py", "context.py"):
         found += _private_libcst_imports(ROOT / "torchlint" / name)
     assert not found, "\n".join(found)
 
@@ -112,3 +112,13 @@ def test_the_check_notices_a_state_that_records_wrong_ranges(monkeypatch, restor
     monkeypatch.setattr(positions._OffsetState, "before_codegen", lambda self, node: self._starts.append(self.offset + 1))
     positions._PROTOCOL.clear()
     assert positions.protocol_ok() is False
+
+
+def test_render_code_keeps_the_blocks_indentation_and_falls_back(restore_protocol):
+    from torchlint.context import render_node
+
+    module = cst.parse_module("def f():\n    if x:\n        y = g(1,\n              2)\n")
+    call = module.body[0].body.body[0].body.body[0].body[0].value
+    assert render_node(module, call, ("    ", "    ")) == "g(1,\n              2)"
+    positions._PROTOCOL["ok"] = False
+    assert render_node(module, call, ("    ", "    ")) == module.code_for_node(call)

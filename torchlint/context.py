@@ -86,16 +86,10 @@ def render_node(module: cst.Module, node: cst.CSTNode, indent: Sequence[str] = (
     """Source for ``node`` as it prints inside blocks indented by ``indent``: continuation lines
     inside brackets keep the enclosing blocks' indentation, which ``Module.code_for_node``
     (rendering at column 0) drops."""
-    from libcst._nodes.internal import CodegenState  # the hook libcst's own codegen uses
+    from torchlint.positions import render_code  # libcst's codegen, without its private state class
 
     def generate() -> str:
-        state = CodegenState(
-            default_indent=module.default_indent,
-            default_newline=module.default_newline,
-            indent_tokens=list(indent),
-        )
-        node._codegen(state)
-        return "".join(state.tokens)
+        return render_code(module, node, tuple(indent))
 
     try:
         return generate()

@@ -194,6 +194,23 @@ def node_spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
         return deep_call(lambda m: _public_spans(m, m.code), module)
 
 
+def render_code(module: cst.Module, node: cst.CSTNode, indent: Tuple[str, ...] = ()) -> str:
+    """``node``'s code as it prints inside blocks indented by ``indent`` (what libcst's own
+    ``CodegenState`` collects; ``Module.code_for_node`` renders at column 0 only). On a libcst
+    whose codegen protocol this state does not follow, ``code_for_node``: the same code, but
+    continuation lines inside brackets lose the blocks' indentation (still valid Python)."""
+    if protocol_ok():
+        state = _OffsetState(module)
+        state.indent_tokens = list(indent)
+        state.code = []
+        try:
+            node._codegen(state)
+            return "".join(state.code)
+        except (AttributeError, TypeError):
+            protocol_failed()
+    return module.code_for_node(node)
+
+
 def _spans(module: cst.Module) -> Dict[cst.CSTNode, Span]:
     state = _OffsetState(module)
     module._codegen(state)
