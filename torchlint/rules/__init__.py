@@ -24,6 +24,7 @@ RULE_MODULES = (
     "torchlint.rules.losses",
     "torchlint.rules.loading",
     "torchlint.rules.transfer",
+    "torchlint.rules.pageable",
     "torchlint.rules.distributed",
 )
 
