@@ -340,6 +340,9 @@ def _full_with_rich(diagnostics, context):
             console.print(full._frame(d, locator, Text), end="")
         if d.hint:
             console.print(Text().append(f"  = hint: {d.hint}", style="dim"))
+        for r in d.related:  # where the reason is (issue 30)
+            console.print(Text().append(
+                f"  = note: {full.printable(r.path)}:{r.location.row}:{r.location.column}: {r.message}", style="dim"))
         if d.fix is not None:
             hint = Text()
             label = "Fix" if d.fix.applicability == "safe" else "Unsafe fix"
