@@ -16,7 +16,7 @@ from torchlint.diagnostics import Diagnostic
 from torchlint.source import (
     SourceFile, UnreadableFile, decode_source, is_notebook_path, max_file_size, read_bytes, read_source,
 )
-from torchlint.workers import collector_paused, reraise_interrupt, test_kill_hook
+from torchlint.workers import collector_paused, fault_hook, reraise_interrupt
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.cache import Cache
@@ -170,7 +170,7 @@ def _own_facts(path: str, summary: dict) -> "FileFacts":
 def _first_pass_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
     rows = []
     for path, index in items:
-        test_kill_hook(path)
+        fault_hook(path)
         rows.append(collector_paused(_first_pass, path, settings[index]))
     return rows
 
@@ -199,7 +199,7 @@ def _summary_only(path: str, settings: "Settings"):
 def _summary_items(items: Sequence[Tuple[str, int]], settings: Sequence["Settings"]):
     rows = []
     for path, index in items:
-        test_kill_hook(path)
+        fault_hook(path)
         rows.append(collector_paused(_summary_only, path, settings[index]))
     return rows
 
@@ -270,7 +270,7 @@ def _lint_items(items: Sequence[tuple], settings: Sequence["Settings"]):
     """Phase 3: lint (path, settings index, project facts, rules phase 1 kept or None) items."""
     rows = []
     for path, index, facts, *rest in items:
-        test_kill_hook(path)
+        fault_hook(path)
         rows.append((path,) + collector_paused(_lint_for_cache, path, settings[index], facts, *rest))
     return rows
 

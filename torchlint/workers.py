@@ -140,7 +140,7 @@ def map_in_pool(fn: Callable, chunks: Sequence, jobs: int, initializer: Optional
 _KILL_ON = os.environ.get("TORCHLINT_TEST_KILL_WORKER") or None
 
 
-def test_kill_hook(path: str) -> None:
+def fault_hook(path: str) -> None:
     """The ``TORCHLINT_TEST_KILL_WORKER`` hook; nothing (one comparison) without it."""
     if _KILL_ON is None or _PARENT_PID is None or _KILL_ON not in path:
         return
