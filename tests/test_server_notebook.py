@@ -285,3 +285,18 @@ def test_notebook_fix_all_is_resolved_lazily_when_the_client_can(start, workspac
     # No documentChanges support declared: a plain `changes` map, one edit per changed cell.
     edit = {"range": {"start": {"line": 1, "character": 17}, "end": {"line": 1, "character": 24}}, "newText": ', device="cuda"'}
     assert resolved["edit"] == {"changes": {nb.cell_uri(1): [edit], nb.cell_uri(2): [edit]}}
+
+
+def test_ignore_this_line_in_a_cell(start, workspace):
+    """The "ignore this line" quick fix edits the cell the finding is in, at the cell's row."""
+    client = start(capabilities=NOTEBOOK_CAPS)
+    nb = Notebook(client, uri_of(workspace / "train.ipynb"), [("code", IMPORTS), ("code", "y = 1\n" + PARALLEL)])
+    nb.open()
+    found = nb.diagnostics([1])[1]
+    assert short(found) == [("TL701", 1, 8, 1, 30)]
+    actions = code_action(client, nb.cell_uri(1), found, only=["quickfix"], ignore=True)
+    [ignore] = [a for a in actions if a["title"].startswith("Ignore ")]
+    assert ignore["title"] == "Ignore TL701 on this line (# noqa: TL701)"
+    assert edits_by_cell(ignore["edit"]) == {nb.cell_uri(1): [(1, 1, 30, 1, 30, "  # noqa: TL701")]}
+    nb.edit_cell(1, "y = 1\n" + PARALLEL.rstrip("\n") + "  # noqa: TL701\n")
+    assert nb.diagnostics([1])[1] == []
