@@ -1,6 +1,7 @@
 """The rule registry's snapshot (code -> name, preview) lives in the user's cache folder, never
 inside the installed package: a read-only or shared install works, and stays unchanged."""
 
+import json
 import os
 import shutil
 import stat
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import torchlint
+from torchlint.rules import rules_by_code
 
 PACKAGE = Path(torchlint.__file__).resolve().parent
 PROBE = (
@@ -53,6 +55,10 @@ def test_a_read_only_install_writes_nothing_in_the_package_and_warm_runs_skip_th
     assert after == before  # nothing written inside the package (no registry-*.json, no __pycache__)
     snapshots = list((tmp_path / "xdg" / "torchlint").glob("registry-*.json"))
     assert len(snapshots) == 1
+    # every registered rule, as the rules say (a warm run selects and fingerprints from this alone)
+    recorded = json.loads(snapshots[0].read_text())
+    assert recorded == {code: [rule.name, rule.preview] for code, rule in rules_by_code().items()}
+    assert recorded["TL207"] == ["non-blocking-from-pageable", True]
     cold, warm = (r.stderr.split() for r in runs)
     assert "libcst" in cold
     assert "libcst" not in warm and not any(m.startswith("torchlint.rules.") for m in warm)
