@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -131,7 +132,7 @@ from torchlint.engine import lint_source
 '''
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(f"new_rule.py: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -194,13 +195,14 @@ def main(argv=None) -> int:
     match = re.search(r"^RULES = \[(.*?)\]", text, re.M | re.S)
     if not match:
         fail(f"no RULES = [...] in {module.relative_to(root)}")
-    if not re.search(r"^from torchlint import _cst as cst$", text, re.M):
+    if not re.search(r"^from torchlint import _cst as cst$", text, re.M):  # moves RULES: search again
         # libcst is imported lazily through torchlint/_cst.py (tests/test_lazy_import.py): a plain
         # `import libcst` would load it with the module, in runs that never parse with libcst
         if not re.search(r"^from torchlint\.rules\.base import ", text, re.M):
             fail(f"no `from torchlint.rules.base import ...` in {module.relative_to(root)}")
         text = re.sub(r"^(from torchlint\.rules\.base import )", "from torchlint import _cst as cst\n\n\\1", text, count=1, flags=re.M)
         match = re.search(r"^RULES = \[(.*?)\]", text, re.M | re.S)
+        assert match is not None  # found above, only moved
     listed = [n.strip() for n in match.group(1).split(",") if n.strip()]
     head = text[: match.start()].rstrip("\n") + "\n"
     text = head + CLASS.format(**fmt) + f"\n\nRULES = [{', '.join(listed + [cls])}]" + text[match.end():]
