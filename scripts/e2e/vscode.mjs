@@ -126,7 +126,7 @@ async function main() {
     await problems.getByText("TL201", { exact: false }).first().waitFor();
     await problems.getByText("TL103", { exact: false }).first().waitFor();
     const count = await page.locator(".markers-panel .monaco-list-row").count();
-    log(`Problems panel: ${count} rows for train.py`);
+    log(`Problems panel shows torchlint findings for train.py (${count} rows in view)`);
     await page.screenshot({ path: path.join(shots, "vscode-1-train-py-problems.png") });
 
     // hover over the first finding: the message, the rule link
