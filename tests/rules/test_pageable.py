@@ -199,3 +199,13 @@ def test_silent_in_test_code():
 def test_the_ast_question(source, kept):
     assert RULE.ast_candidate(AstIndex(ast.parse(source), source)) is kept
     assert RULE.may_fire_before_ast(source) or not kept  # the tokens never drop what the question keeps
+
+
+def test_what_it_reads_outside_its_definition_is_asked_of_the_whole_file_model_and_recorded():
+    from torchlint.model import FileModel
+    from torchlint.rules.pageable import _global_names, _sets_default_device
+
+    text = "import torch\ndef setup():\n    global dl\n    torch.set_default_device('cuda')\n"
+    model = FileModel(ast.parse(text), text)
+    assert _global_names(model) == {"dl"} and _sets_default_device(model) is True
+    assert model.answers == {"pageable.global_names": frozenset({"dl"}), "pageable.default_device": True}

@@ -269,7 +269,7 @@ class NonBlockingFromPageable(Rule):
                     return False
             elif keyword not in ("dtype", "requires_grad"):
                 return False
-        if _DEFAULT_DEVICE.search(self.ctx.model.text):
+        if _sets_default_device(self.ctx.model):
             return False  # a default device: built where it says
         return self._host_data(data.value, set())
 
@@ -300,18 +300,6 @@ class NonBlockingFromPageable(Rule):
             return bool(values) and all(self._host_data(v, seen) for v in values)
         return False
 
-    def _global_names(self) -> FrozenSet[str]:
-        """Names some function of the file declares ``global``, from the whole-file model (its
-        tree is of the whole text, never a partial one); once per file."""
-        names = getattr(self, "_globals", None)
-        if names is None:
-            model = self.ctx.model
-            names = frozenset()
-            if "global" in model.text:
-                names = frozenset(n for node in ast.walk(model.tree) if type(node) is ast.Global for n in node.names)
-            self._globals = names
-        return names
-
     # -- loaders ---------------------------------------------------------------------------------
     def _unpinned(self, call: cst.Call) -> bool:
         """A DataLoader known not to pin, whose batches the default collate function builds (new
@@ -332,7 +320,7 @@ class NonBlockingFromPageable(Rule):
         name (``global dl; dl = DataLoader(ds, pin_memory=True)``), which the semantic model
         does not follow. Asked of the whole-file model: the function may be one this lint does
         not parse."""
-        globals_ = self._global_names()
+        globals_ = _global_names(self.ctx.model)
         if not globals_:
             return True
         for value in self.ctx.semantic.iterated_values(iterable):
@@ -342,6 +330,24 @@ class NonBlockingFromPageable(Rule):
             if isinstance(head, cst.Name) and head.value in globals_:
                 return False
         return True
+
+
+# Questions asked of the whole-file model (``model.py``): its tree and text are the whole file's,
+# never a partial parse's, and each answer is computed once per file and recorded in
+# ``model.answers`` with the others (the record an editor's kept findings are to be keyed on).
+def _global_names(model) -> FrozenSet[str]:
+    """Names some function of the file declares ``global``."""
+    def compute() -> FrozenSet[str]:
+        if "global" not in model.text:
+            return frozenset()
+        return frozenset(n for node in ast.walk(model.tree) if type(node) is ast.Global for n in node.names)
+
+    return model._ask("pageable.global_names", compute)
+
+
+def _sets_default_device(model) -> bool:
+    """Does the file set a default device (``torch.set_default_device``, ``with torch.device``)?"""
+    return model._ask("pageable.default_device", lambda: _DEFAULT_DEVICE.search(model.text) is not None)
 
 
 RULES = [NonBlockingFromPageable]
