@@ -3,8 +3,7 @@
 A keystroke changes one definition of a buffer; a ``statement_local`` rule's findings in every
 other definition cannot change (``rules/base.py``: they depend on that definition's text, the
 module's statements that are not definitions, the other definitions' names and headers, the
-project facts for rules that read them, and, for a rule with a ``keep_question``, the
-definitions it says yes to). So the editor path (``lint_source(..., incremental=True)``) keeps,
+project facts for rules that read them, and the whole-file model's answers, ``model.py``). So the editor path (``lint_source(..., incremental=True)``) keeps,
 for each (rule, definition) it walked, the findings there, keyed by all of that; on the next
 lint, a (rule, definition) with a kept answer is taken out of the walk plan and its findings
 come back moved to the definition's new first line. A rule that then walks no definition at
@@ -47,8 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # path -> (key -> (the chunk's first line then, its findings)); the few newest buffers only
 _TABLES: Dict[str, Dict[tuple, Tuple[int, Tuple[Diagnostic, ...]]]] = {}
-# path -> ((rule code, a definition's chunk) -> its keep_question's answer)
-_KEEP: Dict[str, Dict[Tuple[str, str], bool]] = {}
 # path -> (a top-level statement's chunk -> what ``_Closure`` needs of it)
 _NAMES: Dict[str, Dict[str, "_Names"]] = {}
 
@@ -67,7 +64,6 @@ def recent(tables: Dict, key, keep: int = 8) -> dict:
 def clear() -> None:
     """Forget every buffer's kept findings (tests)."""
     _TABLES.clear()
-    _KEEP.clear()
     _NAMES.clear()
 
 
@@ -167,16 +163,7 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     # a digest, not the texts: a buffer's kept answers come from many lints, each with its copy
     common = _digest(fingerprint, path, model_digest, *base, "\0headers", *headers)
     digest = project.digest if project is not None else ""
-    keep_answers = recent(_KEEP, path)
-    contexts: Dict[str, tuple] = {}
-    for rule in local:
-        keep: Optional[bytes] = None
-        if rule.keep_question is not None:
-            keep = _digest(*(chunks[i] for i in definitions if _keeps(rule, index, groups[i][0], chunks[i], keep_answers)))
-        contexts[rule.code] = (common, digest if rule.uses_project else None, keep)
-    present = set(chunks.values())
-    for key in [k for k in keep_answers if k[1] not in present]:
-        del keep_answers[key]
+    contexts: Dict[str, tuple] = {rule.code: (common, digest if rule.uses_project else None) for rule in local}
 
     table = recent(_TABLES, path)
     everyone = tuple(rules)
@@ -376,14 +363,6 @@ def _digest(*texts: str) -> bytes:
         data.update(b"%d:" % len(text))
         data.update(text.encode("utf-8", "surrogatepass"))
     return data.digest()
-
-
-def _keeps(rule: Type["Rule"], index: "AstIndex", stmt: ast.stmt, chunk: str, answers: Dict[Tuple[str, str], bool]) -> bool:
-    key = (rule.code, chunk)
-    answer = answers.get(key)
-    if answer is None:
-        answer = answers[key] = bool(rule.keep_question(index.restricted([stmt])))  # type: ignore[misc]
-    return answer
 
 
 def _header(text: str, starts: List[int], stmt: ast.stmt) -> str:

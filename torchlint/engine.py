@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
 import warnings
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, Type
 
@@ -106,6 +107,9 @@ def _walk_from(root: cst.CSTNode, tables, ancestors: List[cst.CSTNode]) -> None:
 
 
 _INCREMENTAL = IncrementalParser()
+#: ``TORCHLINT_WHOLE_PARSE=1``: libcst parses every file whole (no partial parse), a switch for
+#: checking that partial parses change nothing (tests/test_corpus_soundness.py) and for bisecting
+WHOLE_PARSE = os.environ.get("TORCHLINT_WHOLE_PARSE", "") not in ("", "0")
 _INCREMENTAL_AST = IncrementalAst()
 # An editor's function records for the single-file project facts: path -> ``summarize``'s reuse.
 _SUMMARY_RECORDS: Dict[str, Dict[tuple, tuple]] = {}
@@ -280,7 +284,7 @@ def statement_plan(text: str, path: str, settings, rules: Sequence[Type[Rule]],
     the whole file (also for a file the parser takes in chunks for its memory). Parses
     CPython's tree when not given; ``index``: the ``AstIndex`` of ``tree`` when the caller has
     one (the prefilter's: the answers it found are cached there)."""
-    if not rules or len(text) >= LARGE_FILE_CHARS or any(r.ast_candidate is None for r in rules):
+    if WHOLE_PARSE or not rules or len(text) >= LARGE_FILE_CHARS or any(r.ast_candidate is None for r in rules):
         return None
     if tree is None:
         tree = _ast_parse(text, path)[0]

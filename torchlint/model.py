@@ -19,6 +19,9 @@ Facts:
 - ``compat_names(scope)``: names bound, by an import in compatibility code (``try: import
   functorch as ft / except ImportError``, an ``if`` on a version), in ``scope`` or a scope that
   encloses it: a function-local import does not reach another function.
+- ``accumulates_into_grads(scope)``: whether the innermost class around ``scope`` (else the
+  module outside its classes) adds into ``.grad`` itself (``p.grad += g``, ``p.grad.add_(g)``,
+  ``p.grad.copy_(g)``): a parameter server summing remote gradients needs them allocated.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, cast
 
+from torchlint.astindex import GAP
 from torchlint.torch_api import DATALOADER, canonical_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +49,9 @@ _VERSION_TEST = re.compile(
 _FEATURE_TESTS = frozenset({"hasattr", "getattr"})
 _TORCH_PACKAGES = ("torch", "functorch", "torchvision")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# `<x>.grad[.data] +=`/`-=` or `.add_(`/`.sub_(`/`.copy_(` on it, as the text spells it: the
+# cheap test before the walk (rules/zero_grad.py's TL401 reads the answer)
+_ACCUMULATES = re.compile(rf"grad(?:{GAP}(?:\)|\.{GAP}data\b))*{GAP}(?:[-+]=|\.{GAP}(?:add_|sub_|copy_){GAP}\()")
 
 
 class FileModel:
@@ -72,7 +79,7 @@ class FileModel:
             value = self.answers[question] = compute()
             return value
 
-    def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings")) -> str:
+    def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -84,7 +91,7 @@ class FileModel:
     # -- loaders ---------------------------------------------------------------------------------
     def loader_names(self) -> FrozenSet[str]:
         """Dotted names assigned from a ``DataLoader(...)`` call anywhere in the file."""
-        return self._ask("loader_names", self._loader_names)  # type: ignore[return-value]
+        return cast(FrozenSet[str], self._ask("loader_names", self._loader_names))
 
     def _loader_names(self) -> FrozenSet[str]:
         if "DataLoader" not in self.text:
@@ -92,7 +99,7 @@ class FileModel:
         index = self.index
         calls = index.calls_of("DataLoader")
         if calls is None:  # spellings the word search cannot follow: walk the tree
-            calls = [(node, []) for node in ast.walk(self.tree) if type(node) is ast.Call]
+            calls = [(node, ()) for node in ast.walk(self.tree) if isinstance(node, ast.Call)]
         names: Set[str] = set()
         for call, _ in calls:
             parent = _assignment_of(self.tree, call, index)
@@ -111,9 +118,10 @@ class FileModel:
         return frozenset(names)
 
     # -- compatibility imports -------------------------------------------------------------------
-    def compat_bindings(self) -> Dict[Scope, FrozenSet[str]]:
-        """scope -> the names an import in compatibility code binds there."""
-        return self._ask("compat_bindings", self._compat_bindings)  # type: ignore[return-value]
+    def compat_bindings(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+        """scope -> (local name, qualified target) for each name an import in compatibility code
+        binds there."""
+        return cast(Dict[Scope, FrozenSet[Tuple[str, str]]], self._ask("compat_bindings", self._compat_bindings))
 
     def compat_names(self, scope: Scope, wanted: Callable[[str], bool]) -> FrozenSet[str]:
         """Local names visible in ``scope`` that an import in compatibility code binds to a
@@ -134,20 +142,55 @@ class FileModel:
             node, scope = stack.pop()
             for child in ast.iter_child_nodes(node):
                 kind = type(child)
-                if kind in _SCOPES:
+                if isinstance(child, _SCOPES):
                     stack.append((child, scope + (("c" if kind is ast.ClassDef else "d", child.name),)))
                     continue
                 if kind is ast.Try or kind.__name__ == "TryStar":
-                    if any(_catches_compat_error(h) for h in child.handlers):
-                        blocks = [child.body, *(h.body for h in child.handlers)]
+                    handlers = cast(ast.Try, child).handlers
+                    if any(_catches_compat_error(h) for h in handlers):
+                        blocks = [cast(ast.Try, child).body, *(h.body for h in handlers)]
                         for stmt in _imports_in(blocks):
                             found.setdefault(scope, set()).update(_bound_targets(stmt))
-                elif kind is ast.If and self._is_version_test(child.test):
+                elif isinstance(child, ast.If) and self._is_version_test(child.test):
                     for stmt in _imports_in([child.body, child.orelse]):
                         found.setdefault(scope, set()).update(_bound_targets(stmt))
                 if isinstance(child, (ast.stmt, ast.excepthandler)):
                     stack.append((child, scope))
         return {scope: frozenset(names) for scope, names in found.items()}
+
+    # -- gradients added into -------------------------------------------------------------------
+    def grad_accumulators(self) -> FrozenSet[Scope]:
+        """The class scopes (``()``: the module outside its classes) whose own code adds into a
+        ``.grad``."""
+        return cast(FrozenSet[Scope], self._ask("grad_accumulators", self._grad_accumulators))
+
+    def accumulates_into_grads(self, scope: Scope) -> bool:
+        """Does the innermost class around ``scope`` (else the module outside its classes) add
+        into ``.grad`` itself?"""
+        return _class_part(scope) in self.grad_accumulators()
+
+    def _grad_accumulators(self) -> FrozenSet[Scope]:
+        if _ACCUMULATES.search(self.text) is None:
+            return frozenset()  # no `.grad +=`, `.grad.add_(` ... anywhere: nothing to walk for
+        found: Set[Scope] = set()
+        stack: List[Tuple[ast.AST, Scope]] = [(self.tree, ())]
+        while stack:
+            node, scope = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                kind = type(child)
+                inner = scope
+                if isinstance(child, _SCOPES):
+                    inner = scope + (("c" if kind is ast.ClassDef else "d", child.name),)
+                elif kind is ast.AugAssign:
+                    aug = cast(ast.AugAssign, child)
+                    if type(aug.op) in (ast.Add, ast.Sub) and _is_grad_attribute(aug.target):
+                        found.add(_class_part(scope))
+                elif kind is ast.Call:
+                    func = cast(ast.Call, child).func
+                    if type(func) is ast.Attribute and func.attr in ("add_", "sub_", "copy_") and _is_grad_attribute(func.value):
+                        found.add(_class_part(scope))
+                stack.append((child, inner))
+        return frozenset(found)
 
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = ast.get_source_segment(self.text, test)
@@ -173,6 +216,21 @@ def scope_of(ancestors: Sequence[object]) -> Scope:
     return tuple(scope)
 
 
+def _class_part(scope: Scope) -> Scope:
+    """``scope`` up to its innermost class (``()`` outside classes)."""
+    for i in range(len(scope) - 1, -1, -1):
+        if scope[i][0] == "c":
+            return scope[:i + 1]
+    return ()
+
+
+def _is_grad_attribute(node: ast.AST) -> bool:
+    """``<x>.grad`` or ``<x>.grad.data``."""
+    if type(node) is ast.Attribute and cast(ast.Attribute, node).attr == "data":
+        node = cast(ast.Attribute, node).value
+    return type(node) is ast.Attribute and cast(ast.Attribute, node).attr == "grad"
+
+
 def _dotted(node: ast.AST) -> Optional[str]:
     parts = []
     while type(node) is ast.Attribute:
@@ -188,7 +246,7 @@ def _assignment_of(tree: ast.Module, call: ast.Call, index: "AstIndex"):
     """The ``Assign``/``AnnAssign`` whose value is ``call``, or None."""
     for node, _ in index.nodes_on(call.lineno):
         kind = type(node)
-        if (kind is ast.Assign or kind is ast.AnnAssign) and node.value is call:
+        if (kind is ast.Assign or kind is ast.AnnAssign) and cast(ast.Assign, node).value is call:
             return node
     return None
 

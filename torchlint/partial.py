@@ -128,11 +128,8 @@ def plan(tree: ast.Module, text: str, rules: Sequence[Type["Rule"]], index) -> O
     if not questions:
         return None
     stubs, holes = {}, {}
-    keeps = [rule.keep_question for rule, _ in questions if rule.keep_question is not None]
     for i, header in candidates:
         stmt = groups[i][0]
-        if keeps and any(keep(index.restricted([stmt])) for keep in keeps):
-            continue  # what a rule reads elsewhere (a compatibility import): kept whole
         restricted = index.restricted(base + [stmt])
         said_yes = [(rule, question) for rule, question in questions if question(restricted)]
         if not said_yes:

@@ -196,19 +196,51 @@ def test_a_zero_grad_that_ignores_set_to_none_still_zeroes_every_step():
     ("p.grad.mul_(2)", False),
 ])
 def test_the_text_shortcut_finds_every_accumulation_the_walk_finds(statement, accumulates):
-    """``_accumulates_into_grads`` walks a class only when ``_ACCUMULATES`` matches the text (a
-    4,000-line Trainer is walked no more): it matches wherever the walk says yes."""
-    from torchlint.rules.zero_grad import _ACCUMULATES, _is_grad_attribute
-    from torchlint.syntax import method_call
-    from torchlint.tree import walk
+    """The whole-file model (``model.py``) walks for ``.grad`` accumulations only when
+    ``_ACCUMULATES`` matches the text (a 4,000-line Trainer is walked no more): it matches
+    wherever the walk says yes, and the walk answers for the module outside classes."""
+    import ast
+
+    from torchlint.model import _ACCUMULATES, FileModel
 
     source = f"for p in params:\n    {statement}\n"
-    walked = False
-    for n in walk(cst.parse_module(source)):
-        if type(n) is cst.AugAssign and type(n.operator) in (cst.AddAssign, cst.SubtractAssign) and _is_grad_attribute(n.target):
-            walked = True
-        target = method_call(n)
-        if target is not None and target[1] in ("add_", "sub_", "copy_") and _is_grad_attribute(target[0]):
-            walked = True
-    assert walked is accumulates
     assert bool(_ACCUMULATES.search(source)) is accumulates
+    model = FileModel(ast.parse(source), source)
+    assert model.accumulates_into_grads(()) is accumulates
+    walked = FileModel(ast.parse(source), source)
+    # the walk itself, without the text shortcut:
+    import torchlint.model as model_module
+
+    real = model_module._ACCUMULATES
+    model_module._ACCUMULATES = type("Always", (), {"search": staticmethod(lambda text: True)})()
+    try:
+        assert walked.accumulates_into_grads(()) is accumulates
+    finally:
+        model_module._ACCUMULATES = real
+
+
+def test_grad_accumulation_is_judged_per_class():
+    """A class that adds into ``.grad`` silences TL401 in its own methods only; the module's
+    functions are judged by the module's code outside classes."""
+    import ast
+
+    from torchlint.model import FileModel
+
+    source = textwrap.dedent("""\
+        class Server:
+            def sync(self, grads):
+                for p, g in zip(self.params, grads):
+                    p.grad.add_(g)
+
+        class Plain:
+            def step(self):
+                pass
+
+        def f(params):
+            for p in params:
+                p.grad += 1
+    """)
+    model = FileModel(ast.parse(source), source)
+    assert model.accumulates_into_grads((("c", "Server"), ("d", "sync")))
+    assert not model.accumulates_into_grads((("c", "Plain"), ("d", "step")))
+    assert model.accumulates_into_grads((("d", "f"),)) and model.accumulates_into_grads(())

@@ -71,11 +71,6 @@ class Rule:
     #: order across methods (TL301's conv in ``__init__``, BatchNorm after it in ``forward``).
     #: Then libcst parses, of a class it needs, only those methods (``partial.py``).
     method_local: ClassVar[bool] = False
-    #: For a statement-local rule that also reads, in other definitions, something no question
-    #: asks about (TL904 and TL404: names imported in compatibility code anywhere in the file
-    #: silence them): asked of one definition alone; where it says yes, a partial parse keeps
-    #: that definition whole. None: nothing to keep.
-    keep_question: ClassVar[Optional[Callable[["AstIndex"], bool]]] = None
     #: For a rule that is not ``statement_local``: the question, asked of one top-level
     #: definition and the module's statements that are not definitions, whether the rule's own
     #: visits in that definition can matter (hold a finding, or collect what a finding elsewhere

@@ -10,24 +10,16 @@ from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
+from torchlint.model import scope_of
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import LOOP
-from torchlint.syntax import enclosing_function, get_arg, has_star_args, literal_value, memo, method_call
+from torchlint.syntax import enclosing_function, get_arg, has_star_args, literal_value, method_call
 from torchlint.tree import walk
 
 # `set_to_none` became the default of Optimizer/Module.zero_grad in 2.0; it exists since 1.7.
 SET_TO_NONE_DEFAULT = (2, 0)
 SET_TO_NONE_ADDED = (1, 7)
 _CUDA_GRAPH_CAPTURE = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
-# What `_accumulates_into_grads` looks for, as the text spells it: `<x>.grad[.data] +=`/`-=`
-# or `.add_(`/`.sub_(`/`.copy_(` called on it (a parenthesised `(p.grad)` too).
-# (No `\b` before `grad`: a pattern opening with a literal is scanned for it at C speed, one
-# opening with an assertion is tried at every position, ~50x slower; `xgrad +=` matching too only
-# keeps a little more.)
-_ACCUMULATES = re.compile(
-    rf"grad(?:{GAP}(?:\)|\.{GAP}data\b))*{GAP}(?:[-+]=|\.{GAP}(?:add_|sub_|copy_){GAP}\()")
-
-
 class ZeroGradSetToNone(Rule):
     """Flags zeroing gradients in place where setting them to ``None`` would do.
 
@@ -52,9 +44,6 @@ class ZeroGradSetToNone(Rule):
     ast_candidate = staticmethod(lambda index: index.mentions("zero_grad", substring=True)
                                  or index.method_calls_on("zero_", ("grad",), ("grad", "data")))
     fix_applicability = UNSAFE
-    # `_accumulates_into_grads` reads the module outside its classes: a partial parse keeps a
-    # definition that adds into `.grad` (a parameter server's sync) whole
-    keep_question = staticmethod(lambda index: index.matches(_ACCUMULATES))
 
     def visit_Call(self, node: cst.Call) -> None:
         target = method_call(node)
@@ -162,26 +151,11 @@ class ZeroGradSetToNone(Rule):
         return function is not None and function.name.value == "zero_grad"
 
     def _accumulates_into_grads(self) -> bool:
-        """Does the innermost enclosing class (else the module, outside its classes) add into ``.grad`` itself (``p.grad += g``,
-        ``p.grad.add_(g)``, ``p.grad.copy_(g)``)? A parameter server summing remote gradients
-        needs them allocated: with ``None`` that code fails."""
-        scope = next((n for n in reversed(self.ctx.ancestors) if isinstance(n, cst.ClassDef)), self.ctx.module)
-
-        def compute():
-            if _ACCUMULATES.search(self.ctx.text) is None:
-                return False  # no `.grad +=`, `.grad.add_(` ... anywhere: nothing to walk for
-            root = scope.body if isinstance(scope, cst.ClassDef) else scope
-            for n in walk(root, (cst.ClassDef,)):
-                # exact types: a failed isinstance of a libcst node class (an ABC) is a Python call
-                if type(n) is cst.AugAssign and type(n.operator) in (cst.AddAssign, cst.SubtractAssign):
-                    if _is_grad_attribute(n.target):
-                        return True
-                target = method_call(n)
-                if target is not None and target[1] in ("add_", "sub_", "copy_") and _is_grad_attribute(target[0]):
-                    return True
-            return False
-
-        return memo(self.ctx, "accumulates_into_grads", scope, compute)
+        """Does the innermost enclosing class (else the module, outside its classes) add into
+        ``.grad`` itself (``p.grad += g``, ``p.grad.add_(g)``, ``p.grad.copy_(g)``)? A parameter
+        server summing remote gradients needs them allocated: with ``None`` that code fails. The
+        whole-file model answers: the code that adds may be in a definition this walk left out."""
+        return self.ctx.model.accumulates_into_grads(scope_of(self.ctx.ancestors))
 
     def _in_graph_capture(self) -> bool:
         for node in self.ctx.ancestors:
