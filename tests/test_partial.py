@@ -166,33 +166,6 @@ def test_phase_one_makes_the_plan(monkeypatch):
     assert engine.first_pass(text, "m.py", Settings())[3].plan is None  # nothing to cut
 
 
-def _partial_difference(path: str):
-    """None if ``path`` lints the same from a partial parse as from a whole one."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    settings = Settings(preview=True)
-    real = engine.plan_statements
-    try:
-        partial_findings = _as_json(engine.lint_source(text, path, settings))
-        engine.plan_statements = lambda *a, **k: None
-        whole = _as_json(engine.lint_source(text, path, settings))
-    finally:
-        engine.plan_statements = real
-    return None if partial_findings == whole else path
-
-
-def test_partial_parses_are_sound_on_timm():
-    """The benchmark's timm corpus when it is on this machine (never downloaded here; the
-    fixtures test above is the in-repo equivalent): every file, preview rules included."""
-    import os
-
-    cache_root = Path(os.environ.get("TORCHLINT_BENCH_CACHE", "~/.cache/torchlint-bench")).expanduser()
-    folder = cache_root / "corpora" / "timm-1.0.11-py3-none-any"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is absent (python benchmarks/bench.py fetches it)")
-    files = sorted(str(p) for p in folder.rglob("*.py"))
-    assert [p for p in map(_partial_difference, files) if p] == []
-
-
 def test_project_facts_keep_a_file_whole(tmp_path):
     """A helper the project index says runs every step (``log_stats``) has no candidate site of
     its own; a partial parse made for another rule's site (TL202 in ``make``) once stubbed it

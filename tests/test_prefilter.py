@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from corpora import corpus_files
+
 from torchlint.config import Settings
 from torchlint.engine import lint_source
 from torchlint.rules import all_rules
@@ -236,26 +238,16 @@ def test_ast_prefilter_knows_the_target_version():
     assert not tl901.ast_candidate(AstIndex(ast.parse(source), source, (2, 6)))
 
 
-@pytest.mark.parametrize("corpus", ["timm-1.0.11", "transformers-4.46.3"])
-def test_ast_prefilter_is_sound_on_the_corpora(corpus):
-    """The benchmark's corpora when they are on this machine (never downloaded here; the
-    fixtures test above is the in-repo equivalent)."""
-    cache_root = Path(os.environ.get("TORCHLINT_BENCH_CACHE", "~/.cache/torchlint-bench")).expanduser()
-    folder = cache_root / "corpora" / f"{corpus}-py3-none-any"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is absent (python benchmarks/bench.py fetches it)")
-    files = sorted(str(p) for p in folder.rglob("*.py"))
+@pytest.mark.parametrize("name", ["timm", "transformers"])
+def test_ast_prefilter_is_sound_on_the_corpora(name):
+    """The pinned corpora (``tests/corpora.py`` fetches them; a corpus it cannot fetch fails)."""
+    files = [str(p) for p in corpus_files(name)]
     assert differences(files, ast_difference) == []
 
 
 def test_prefilter_is_sound_on_timm():
-    """The text prefilter on the benchmark's timm corpus when it is on this machine (never
-    downloaded by a test; the fixtures test above is the in-repo equivalent)."""
-    cache_root = Path(os.environ.get("TORCHLINT_BENCH_CACHE", "~/.cache/torchlint-bench")).expanduser()
-    corpus = cache_root / "corpora" / "timm-1.0.11-py3-none-any"
-    if not corpus.is_dir():
-        pytest.skip(f"{corpus} is absent (python benchmarks/bench.py fetches it)")
-    files = sorted(str(p) for p in corpus.rglob("*.py"))
+    """The text prefilter on the pinned timm corpus (fetched by ``tests/corpora.py``)."""
+    files = [str(p) for p in corpus_files("timm")]
     assert len(files) > 200
     assert differences(files) == []
 
