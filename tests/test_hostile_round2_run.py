@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,28 @@ def test_named_file_without_a_project_is_linted_alone(tmp_path, capsys, monkeypa
     monkeypatch.chdir(tmp_path)
     assert project_context(["a.py"], ["a.py"], SettingsResolver()) == []
     assert main(["--no-cache", "a.py"]) == 0
+
+
+def test_stdin_reuses_the_stored_project_facts_only_for_an_unchanged_summary(helper_project, capsys, monkeypatch):
+    """An editor piping its buffer: when nothing else changed and the text summarises as the
+    file on disk did, the facts of the last run stand (no summary of the project is loaded);
+    a buffer whose summary differs gets its own index."""
+    from torchlint import runner
+
+    cache = ["--cache-dir", str(helper_project / "cache")]
+    past = time.time() - 60  # mtimes the cache can trust (a file written this second may change again unseen)
+    for path in helper_project.rglob("*.py"):
+        os.utime(path, (past, past))
+    code, everything = _rows(capsys, *cache, ".")
+    expected = [row for row in everything if row[0] == "metrics.py"]
+    text = (helper_project / "pkg" / "metrics.py").read_text()
+    calls = []
+    real = runner.project_summaries
+    monkeypatch.setattr(runner, "project_summaries", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert _rows(capsys, *cache, "--stdin-filename", "pkg/metrics.py", stdin=text, monkeypatch=monkeypatch) == (1, expected)
+    assert calls == []  # the stored facts stood
+    edited = text + "\n\ndef unused_helper(x):\n    return x\n"
+    assert _rows(capsys, *cache, "--stdin-filename", "pkg/metrics.py", stdin=edited, monkeypatch=monkeypatch) == (1, expected)
+    assert len(calls) == 1  # a new function: the index was built again, with the same findings
+    quiet = "def step_metrics(*args, **kwargs):\n    return None\n"
+    assert _rows(capsys, *cache, "--stdin-filename", "pkg/metrics.py", stdin=quiet, monkeypatch=monkeypatch) == (0, [])

@@ -589,13 +589,25 @@ def facts_with_text(path: str, text: str, context: Sequence[str], resolver: "Set
                     cache: Optional["Cache"] = None, jobs: Optional[int] = None):
     """The project facts of ``path`` holding ``text`` (stdin with ``--stdin-filename``, which
     need not match the file on disk) in the project of ``context``; None without a project."""
-    from torchlint.project import ProjectIndex, summarize_text
+    from torchlint.project import FileFacts, ProjectIndex, summarize_text
 
     mine = os.path.abspath(path)
-    summaries = project_summaries([p for p in context if os.path.abspath(p) != mine], resolver, cache, jobs)
+    others = [p for p in context if os.path.abspath(p) != mine]
+    own = summarize_text(text, path)
+    if cache is not None and own is not None and os.path.isfile(path):
+        # the facts the last run over this project stored stand when no other file changed and
+        # this text summarises as the file did then (an editor piping an unchanged buffer)
+        snapshot = cache.lookup_project([*others, path])
+        if snapshot is not None and all(os.path.abspath(p) == mine for p in snapshot.changed):
+            cache.store_summary(path, None, None, own)  # only its digest, as phase 1 would hash it
+            if cache.summary_digest(path) == snapshot.digests.get(mine):
+                try:
+                    return FileFacts.from_json(snapshot.facts.get(mine))
+                except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+                    pass
+    summaries = project_summaries(others, resolver, cache, jobs)
     if not summaries:
         return None
-    own = summarize_text(text, path)
     if own is not None:
         summaries[path] = own
     return ProjectIndex(summaries).facts_for(path)
