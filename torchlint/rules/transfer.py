@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.context import FixSpec, NodeEdit
+from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import statement_removal_edits, with_keyword_args
 from torchlint.heuristics import in_debug_branch, is_accelerator_device, is_per_step_function
@@ -139,6 +139,8 @@ def _pins(call: cst.Call) -> bool:
 
 # -- TL204 ----------------------------------------------------------------------------------------
 SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.cuda.current_stream.synchronize"})
+# What an `if` around a sync may ask for TL204's fix to drop the `if` with it.
+CUDA_QUESTIONS = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized"})
 
 
 class CudaSynchronizeInLoop(Rule):
@@ -190,11 +192,40 @@ class CudaSynchronizeInLoop(Rule):
             return
         # the fix deletes the statement; a call inside an expression (`x = torch.cuda.synchronize()`,
         # `f(torch.cuda.synchronize())`) gets none: what to write there is the author's call
-        edits = statement_removal_edits(self.ctx, node)
+        edits = self._cuda_guard_removal() or statement_removal_edits(self.ctx, node)
         fix = FixSpec(UNSAFE, "Remove `torch.cuda.synchronize()`", edits) if edits else None
         self.report(node, fix=fix, hint=(
             f"Called {where}, it makes the CPU wait until the GPU has finished all queued work, every "
             "step; keep it only where a timer is read right after it."))
+
+    def _cuda_guard_removal(self) -> Optional[tuple]:
+        """``if torch.cuda.is_available(): torch.cuda.synchronize()`` (the sync alone in an ``if``
+        without ``else`` that only asks about CUDA): the whole ``if`` goes, rather than leaving
+        ``pass`` under it; its comments stay as comment lines. None for any other shape."""
+        up = self.ctx.ancestors
+        if len(up) < 6 or not isinstance(up[-1], cst.Expr) or not isinstance(up[-2], cst.SimpleStatementLine):
+            return None
+        line, block, guard, outer = up[-2], up[-3], up[-4], up[-5]
+        if not (isinstance(block, cst.IndentedBlock) and isinstance(guard, cst.If) and len(block.body) == 1
+                and len(line.body) == 1 and guard.orelse is None and not block.footer
+                and isinstance(outer, (cst.IndentedBlock, cst.Module)) and len(outer.body) > 1):
+            return None
+        comments = [block.header.comment, *(e.comment for e in line.leading_lines), line.trailing_whitespace.comment]
+        indent = "".join(self.ctx.indentation(upto=guard))
+        asks = False
+        for inner in walk(guard.test):
+            if isinstance(inner, cst.Call):
+                if self.ctx.resolve_call(inner) not in CUDA_QUESTIONS:
+                    return None
+                asks = True
+            elif isinstance(inner, cst.SimpleString) and inner.evaluated_value == "cuda":
+                asks = True  # device.type == "cuda"
+            elif isinstance(inner, (cst.NamedExpr, cst.Await, cst.Yield)):
+                return None
+        if not asks:
+            return None
+        kept = "".join(f"{indent}{c.value}\n" for c in comments if c is not None)
+        return (NodeEdit(guard, kept, DELETE_LINES),)
 
     def _timing_code(self, scope: cst.CSTNode) -> bool:
         """A loop that reads a timer, or code named for timing (function, class or file)."""
