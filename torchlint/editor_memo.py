@@ -163,7 +163,9 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
     # a digest, not the texts: a buffer's kept answers come from many lints, each with its copy
     common = _digest(fingerprint, path, model_digest, *base, "\0headers", *headers)
     digest = project.digest if project is not None else ""
-    contexts: Dict[str, tuple] = {rule.code: (common, digest if rule.uses_project else None) for rule in local}
+    contexts: Dict[str, tuple] = {}
+    for rule in local:
+        contexts[rule.code] = (common, digest if rule.uses_project else None)
 
     table = recent(_TABLES, path)
     everyone = tuple(rules)
@@ -241,12 +243,12 @@ def plan(path: str, text: str, tree: ast.Module, index: "AstIndex", body_length:
                 found = keys[seeds] = (relevant, _digest(common.hex(), layout, digest, *(
                     chunks[i] if i in relevant else "\0" for i in definitions)))
             relevant, texts_digest = found
-            key = (rule.code, "\0file", texts_digest)
-            entry = table.get(key)
+            file_key: tuple = (rule.code, "\0file", texts_digest)
+            entry = table.get(file_key)
             if entry is None:
-                to_store_file.append((key, rule.code, relevant.union(others)))
+                to_store_file.append((file_key, rule.code, relevant.union(others)))
                 continue
-            used.add(key)
+            used.add(file_key)
             firsts_then, findings = entry
             kept.extend(_remapped(d, firsts_then, spans) for d in findings)
             spared.add(rule)

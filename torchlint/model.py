@@ -226,9 +226,9 @@ def _class_part(scope: Scope) -> Scope:
 
 def _is_grad_attribute(node: ast.AST) -> bool:
     """``<x>.grad`` or ``<x>.grad.data``."""
-    if type(node) is ast.Attribute and cast(ast.Attribute, node).attr == "data":
-        node = cast(ast.Attribute, node).value
-    return type(node) is ast.Attribute and cast(ast.Attribute, node).attr == "grad"
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr == "grad"
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
