@@ -133,7 +133,11 @@ async function main() {
     await goTo(page, 21, 40);
     await page.keyboard.press("Control+K");
     await page.keyboard.press("Control+I");
-    await page.locator(".monaco-hover:visible").getByText("syncs with the GPU every step", { exact: false }).first().waitFor();
+    const hover = page.locator(".monaco-hover:visible");
+    await hover.getByText("syncs with the GPU every step", { exact: false }).first().waitFor();
+    // the server's hover: the rule's hint (the reason) and a link to its page
+    await hover.getByText("A sync waits for all queued GPU work", { exact: false }).first().waitFor();
+    await hover.getByText("TL201 documentation", { exact: false }).first().waitFor();
     await page.screenshot({ path: path.join(shots, "vscode-2-train-py-hover.png") });
     await page.keyboard.press("Escape");
 
@@ -145,6 +149,15 @@ async function main() {
     log("quick fix applied and saved: train.py has persistent_workers=True");
     await waitFor(async () => (await problems.getByText("TL103", { exact: false }).count()) === 0, "TL103 to leave the Problems panel");
     await page.screenshot({ path: path.join(shots, "vscode-4-train-py-fixed.png") });
+
+    // "ignore this line" on a TL201 finding (line 24: `ids = targets.tolist()`): `# noqa: TL201`
+    await page.locator(".monaco-editor .view-lines").first().click();
+    await goTo(page, 24, 20);
+    await quickFix(page, "Ignore TL201 on this line", path.join(shots, "vscode-4b-train-py-ignore-menu.png"));
+    await page.keyboard.press("Control+S");
+    await waitFor(() => /noqa: TL201/.test(fs.readFileSync(path.join(workspace, "train.py"), "utf8").split("\n")[23]),
+      "train.py line 24 to end in # noqa: TL201 on disk");
+    log("ignore-this-line applied and saved: train.py line 24 has # noqa: TL201");
 
     // -- the notebook ----------------------------------------------------------------------
     await quickOpen(page, "train.ipynb");
