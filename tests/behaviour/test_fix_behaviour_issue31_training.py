@@ -157,6 +157,42 @@ def test_tl402_unsafe_when_a_caller_backpropagates_through_the_result():
         run(fixed)
 
 
+def test_tl402_no_fix_for_a_loop_that_yields():
+    """A `with torch.no_grad():` around a loop that yields would leave gradients off in the
+    caller while the generator is suspended: that shape gets no fix."""
+    program = """\
+    import torch
+
+    model = torch.nn.Linear(2, 2)
+    train_loader = val_loader = [torch.ones(1, 2)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+    def fit_and_stream(model, train_loader, val_loader, optimizer):
+        for x in train_loader:
+            model(x).sum().backward()
+            optimizer.step()
+        model.eval()
+        for x in val_loader:
+            yield model(x)
+
+
+    def wrapped(val_loader):
+        with torch.no_grad():
+            for x in val_loader:
+                yield model(x)
+
+
+    for out in fit_and_stream(model, train_loader, val_loader, optimizer):
+        pass
+    for out in wrapped(val_loader):
+        grad_on_in_caller = torch.is_grad_enabled()
+    """
+    found = [d for d in findings(program, "TL402") if d.location.row == 14]
+    assert len(found) == 1 and found[0].fix is None
+    assert run(program)["grad_on_in_caller"] is False
+
+
 # -- TL201 -------------------------------------------------------------------------------------
 LOGGED_TRAINING = """\
 import torch

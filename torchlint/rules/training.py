@@ -1018,6 +1018,8 @@ class NoGradInEval(Rule):
             edit = NodeEdit(function, f"@{torch_name}.no_grad()\n{indent}", INSERT_BEFORE)
             message = f"Decorate `{function.name.value}` with `@{torch_name}.no_grad()`"
         else:
+            if any(isinstance(site.node, (cst.Yield, cst.Await)) for site in loop_sites(ctx, loop)):
+                return None  # the grad mode a `with` sets would stay off in the caller while suspended
             mode = "no_grad" if _tensor_escapes(ctx, loop, function or ctx.module) else "inference_mode"
             edit = wrap_in_with(ctx, loop, f"{torch_name}.{mode}()")
             if edit is None:
