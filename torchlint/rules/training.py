@@ -616,6 +616,8 @@ class DdpNoSync(Rule):
             isinstance(n, cst.Call) and dotted_name(n.func) in names for n in walk(statements[i]))), None)
         if first is None or not _readable_early(guard.test, statements[first:guard_index]):
             return None
+        if any(isinstance(n, (cst.Yield, cst.Await)) for s in statements[first:last + 1] for n in walk(s, scope_types())):
+            return None  # a suspended generator would leave the context entered
         model = next(m for m in models if any(
             isinstance(n, cst.Call) and n.func is m for s in statements[first:last + 1] for n in walk(s)))
         import_edit, contextlib_name = self.ctx.import_edit("contextlib")
