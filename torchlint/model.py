@@ -19,6 +19,8 @@ Facts:
 - ``compat_names(scope)``: names bound, by an import in compatibility code (``try: import
   functorch as ft / except ImportError``, an ``if`` on a version), in ``scope`` or a scope that
   encloses it: a function-local import does not reach another function.
+- ``global_names()``: names a function declares ``global``; ``default_device_settings()``: how
+  the file sets a default device, if it does (TL207).
 - ``accumulates_into_grads(scope)``: whether the innermost class around ``scope`` (else the
   module outside its classes) adds into ``.grad`` itself (``p.grad += g``, ``p.grad.add_(g)``,
   ``p.grad.copy_(g)``): a parameter server summing remote gradients needs them allocated.
@@ -49,6 +51,7 @@ _VERSION_TEST = re.compile(
 _FEATURE_TESTS = frozenset({"hasattr", "getattr"})
 _TORCH_PACKAGES = ("torch", "functorch", "torchvision")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_DEFAULT_DEVICE = re.compile(r"set_default_device|set_default_tensor_type|with\s+torch\s*\.\s*device\b")
 # `<x>.grad[.data] +=`/`-=` or `.add_(`/`.sub_(`/`.copy_(` on it, as the text spells it: the
 # cheap test before the walk (rules/zero_grad.py's TL401 reads the answer)
 _ACCUMULATES = re.compile(rf"grad(?:{GAP}(?:\)|\.{GAP}data\b))*{GAP}(?:[-+]=|\.{GAP}(?:add_|sub_|copy_){GAP}\()")
@@ -63,6 +66,23 @@ class FileModel:
         self._index = index
         #: (question, its answer) for every question asked so far, in order
         self.answers: Dict[str, object] = {}
+        #: a large text's chunks of top-level statements (``parsing.ast_chunks``), parsed again for
+        #: each question and never held together; None: ``tree`` is the whole file's
+        self._chunked = False
+        self._bindings: Optional[Tuple[Dict[str, Set[str]], List[str]]] = None
+
+    @classmethod
+    def of_text(cls, text: str) -> "FileModel":
+        """The model of ``text`` with no tree at hand (phase 3 of a run): a large text is read in
+        chunks of top-level statements, as the parser does there (``parsing.ast_chunks``), so
+        the file's whole CPython tree is never held next to libcst's."""
+        from torchlint.parsing import ast_chunks
+
+        if ast_chunks(text) is None:
+            return cls(_whole_tree(text), text)
+        model = cls(_EMPTY, text)
+        model._chunked = True
+        return model
 
     @property
     def index(self) -> "AstIndex":
@@ -76,10 +96,45 @@ class FileModel:
         try:
             return self.answers[question]
         except KeyError:
-            value = self.answers[question] = compute()
-            return value
+            pass
+        if self._chunked:
+            value = self._over_chunks(compute)
+        else:
+            value = compute()
+        self.answers[question] = value
+        return value
 
-    def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators")) -> str:
+    def _over_chunks(self, compute: Callable[[], object]) -> object:
+        """``compute()`` asked of each chunk's tree in turn (names resolve through the whole
+        file's imports), the answers merged: sets and dicts of sets joined, booleans or'ed."""
+        from torchlint.astindex import AstIndex
+        from torchlint.parsing import _Unsplittable, ast_chunks
+
+        answers = []
+        try:
+            if self._bindings is None:  # the whole file's imports, read chunk by chunk
+                bindings: Dict[str, Set[str]] = {}
+                star: List[str] = []
+                for tree in ast_chunks(self.text) or ():
+                    index = AstIndex(tree, self.text)
+                    for name, qualified in index.bindings().items():
+                        bindings.setdefault(name, set()).update(qualified)
+                    star.extend(index._star)
+                self._bindings = (bindings, star)
+            for tree in ast_chunks(self.text) or ():  # one chunk's tree alive at a time
+                index = AstIndex(tree, self.text)
+                index._bindings, index._star = self._bindings
+                self.tree, self._index = tree, index
+                answers.append(compute())
+        except _Unsplittable:
+            self._chunked = False
+            self.tree, self._index = _whole_tree(self.text), None
+            return compute()
+        self.tree, self._index = _EMPTY, None
+        return _merged(answers)
+
+    def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators",
+                                                 "global_names", "default_device_settings")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -97,7 +152,11 @@ class FileModel:
         if "DataLoader" not in self.text:
             return frozenset()
         index = self.index
-        calls = index.calls_of("DataLoader")
+        # local names of DataLoader from the file's imports (a chunk's own calls_of sees only
+        # the aliases its own statements make)
+        aliases = sorted(local for local, qualified in index.bindings().items()
+                         if local != "DataLoader" and any(canonical_name(q) == DATALOADER for q in qualified))
+        calls = index.calls_of("DataLoader", *aliases)
         if calls is None:  # spellings the word search cannot follow: walk the tree
             calls = [(node, ()) for node in ast.walk(self.tree) if isinstance(node, ast.Call)]
         names: Set[str] = set()
@@ -158,6 +217,29 @@ class FileModel:
                     stack.append((child, scope))
         return {scope: frozenset(names) for scope, names in found.items()}
 
+    # -- module names rebound in functions, a default device (TL207) -----------------------------
+    def global_names(self) -> FrozenSet[str]:
+        """Names some function of the file declares ``global``: a module-level binding another
+        function may replace (the semantic model does not follow ``global``)."""
+        return cast(FrozenSet[str], self._ask("global_names", self._global_names))
+
+    def _global_names(self) -> FrozenSet[str]:
+        if "global" not in self.text:
+            return frozenset()
+        index, names = self.index, set()
+        for line in index.word_lines("global"):
+            for node, _ in index.nodes_on(line):
+                if type(node) is ast.Global:
+                    names.update(node.names)
+        return frozenset(names)
+
+    def default_device_settings(self) -> FrozenSet[str]:
+        """How the file sets a default device, as spelt (``set_default_device``, ``with
+        torch.device``, the older ``set_default_tensor_type``); empty when it does not. Factories
+        may then build on the device."""
+        return cast(FrozenSet[str], self._ask("default_device_settings", lambda: frozenset(
+            " ".join(m.group(0).split()) for m in _DEFAULT_DEVICE.finditer(self.text))))
+
     # -- gradients added into -------------------------------------------------------------------
     def grad_accumulators(self) -> FrozenSet[Scope]:
         """The class scopes (``()``: the module outside its classes) whose own code adds into a
@@ -201,6 +283,36 @@ class FileModel:
                 if self.index.resolves(node.args[0], lambda name: name.split(".", 1)[0] in _TORCH_PACKAGES):
                     return True
         return False
+
+
+_EMPTY = ast.Module(body=[], type_ignores=[])
+
+
+def _whole_tree(text: str) -> ast.Module:
+    """CPython's tree of ``text`` (an empty module where CPython rejects what libcst read)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _EMPTY
+
+
+def _merged(answers: List[object]) -> object:
+    """One answer from the answers of a file's chunks."""
+    if not answers:
+        return frozenset()
+    if all(isinstance(a, bool) for a in answers):
+        return any(answers)
+    if all(isinstance(a, dict) for a in answers):
+        joined: Dict[object, Set[object]] = {}
+        for answer in answers:
+            for key, value in cast(dict, answer).items():
+                joined.setdefault(key, set()).update(value)
+        return {key: frozenset(value) for key, value in joined.items()}
+    return frozenset().union(*cast(List[FrozenSet[object]], answers))
 
 
 def scope_of(ancestors: Sequence[object]) -> Scope:

@@ -201,11 +201,17 @@ def test_the_ast_question(source, kept):
     assert RULE.may_fire_before_ast(source) or not kept  # the tokens never drop what the question keeps
 
 
-def test_what_it_reads_outside_its_definition_is_asked_of_the_whole_file_model_and_recorded():
+def test_what_it_reads_outside_its_definition_is_asked_of_the_whole_file_model_and_digested():
     from torchlint.model import FileModel
-    from torchlint.rules.pageable import _global_names, _sets_default_device
 
-    text = "import torch\ndef setup():\n    global dl\n    torch.set_default_device('cuda')\n"
+    text = "import torch\ndef setup():\n    global dl, n\n    torch.set_default_device('cuda')\n# global x\n"
     model = FileModel(ast.parse(text), text)
-    assert _global_names(model) == {"dl"} and _sets_default_device(model) is True
-    assert model.answers == {"pageable.global_names": frozenset({"dl"}), "pageable.default_device": True}
+    assert model.global_names() == {"dl", "n"}  # statements, not the word in a comment
+    assert model.default_device_settings() == {"set_default_device"}
+    plain = FileModel(ast.parse("import torch\n"), "import torch\n")
+    assert plain.global_names() == frozenset() and plain.default_device_settings() == frozenset()
+    # the editor keys kept findings on the digest: each answer changes it
+    other = text.replace("global dl, n", "global dl")
+    assert FileModel(ast.parse(other), other).digest() != model.digest()
+    other = text.replace("torch.set_default_device('cuda')", "pass")
+    assert FileModel(ast.parse(other), other).digest() != model.digest()

@@ -32,8 +32,6 @@ _HOST_METHODS = frozenset({
 _CONTAINER_VIEWS = frozenset({"items", "values"})
 # Tensor attributes that are the same memory (`t.data`, `t.T`) or a field of a collated batch.
 _METADATA = frozenset({"shape", "dtype", "device", "ndim", "grad", "grad_fn", "is_cuda", "layout"})
-# A default device set anywhere in the file: `torch.tensor(...)` may then build on the device.
-_DEFAULT_DEVICE = re.compile(r"set_default_device|set_default_tensor_type|with\s+torch\s*\.\s*device\b")
 _CREATORS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 
 #: Where the source's memory was made pageable: created in the copy's own statement (the fix can
@@ -269,7 +267,7 @@ class NonBlockingFromPageable(Rule):
                     return False
             elif keyword not in ("dtype", "requires_grad"):
                 return False
-        if _sets_default_device(self.ctx.model):
+        if self.ctx.model.default_device_settings():
             return False  # a default device: built where it says
         return self._host_data(data.value, set())
 
@@ -320,7 +318,7 @@ class NonBlockingFromPageable(Rule):
         name (``global dl; dl = DataLoader(ds, pin_memory=True)``), which the semantic model
         does not follow. Asked of the whole-file model: the function may be one this lint does
         not parse."""
-        globals_ = _global_names(self.ctx.model)
+        globals_ = self.ctx.model.global_names()
         if not globals_:
             return True
         for value in self.ctx.semantic.iterated_values(iterable):
@@ -330,24 +328,6 @@ class NonBlockingFromPageable(Rule):
             if isinstance(head, cst.Name) and head.value in globals_:
                 return False
         return True
-
-
-# Questions asked of the whole-file model (``model.py``): its tree and text are the whole file's,
-# never a partial parse's, and each answer is computed once per file and recorded in
-# ``model.answers`` with the others (the record an editor's kept findings are to be keyed on).
-def _global_names(model) -> FrozenSet[str]:
-    """Names some function of the file declares ``global``."""
-    def compute() -> FrozenSet[str]:
-        if "global" not in model.text:
-            return frozenset()
-        return frozenset(n for node in ast.walk(model.tree) if type(node) is ast.Global for n in node.names)
-
-    return model._ask("pageable.global_names", compute)
-
-
-def _sets_default_device(model) -> bool:
-    """Does the file set a default device (``torch.set_default_device``, ``with torch.device``)?"""
-    return model._ask("pageable.default_device", lambda: _DEFAULT_DEVICE.search(model.text) is not None)
 
 
 RULES = [NonBlockingFromPageable]
