@@ -161,3 +161,31 @@ def test_partial_parses_still_happen(monkeypatch):
     cut = partial.partial_text(text, plan)
     assert "DataLoader(ds" not in cut and "def train" in cut
     assert [d.code for d in engine.lint_source(text, "m.py", settings)] == ["TL501"]
+
+
+def test_a_large_text_is_read_in_chunks_with_the_same_answers(monkeypatch):
+    """Phase 3 has no CPython tree at hand: a large text's model reads its chunks of top-level
+    statements one at a time (never one ``ast.parse`` of the file, whose tree would sit next to
+    libcst's), with names resolved through the whole file's imports, and answers as the whole
+    tree's model does."""
+    from torchlint import parsing
+
+    parts = [
+        "import torch\nfrom torch.utils.data import DataLoader as DL\n",
+        "try:\n    import functorch as ft\nexcept ImportError:\n    ft = None\n",
+        GLOBAL_LOADER.replace("DataLoader", "DL"),
+        "class Server:\n    def sync(self, g):\n        for p in self.params:\n            p.grad.add_(g)\n",
+    ]
+    filler = "".join(f"\n\ndef pad_{i}(x):\n    return x + {i}\n" for i in range(60))
+    text = parts[0] + filler + parts[1] + filler + parts[2] + filler + parts[3]
+    whole = FileModel(ast.parse(text), text)
+    monkeypatch.setattr(parsing, "AST_CHUNK_CHARS", 1_000)
+    real, sizes = ast.parse, []
+    monkeypatch.setattr(parsing.ast, "parse", lambda t, *a, **k: sizes.append(len(t)) or real(t, *a, **k))
+    chunked = FileModel.of_text(text)
+    assert chunked._chunked
+    assert chunked.loader_names() == whole.loader_names() == {"dl"}
+    assert chunked.compat_bindings() == whole.compat_bindings() and whole.compat_bindings()
+    assert chunked.grad_accumulators() == whole.grad_accumulators() == {(("c", "Server"),)}
+    assert chunked.digest() == whole.digest()
+    assert sizes and max(sizes) < len(text) / 4

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import sys
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -56,16 +55,6 @@ class PendingDiagnostic:
     indent: Tuple[str, ...] = ()
     #: The finding's own hint (None: the rule's ``hint``).
     hint: Optional[str] = None
-
-
-def _whole_tree(text: str) -> ast.Module:
-    """CPython's tree of ``text`` (an empty module where CPython rejects what libcst read)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ast.Module(body=[], type_ignores=[])
 
 
 def block_indents(
@@ -144,10 +133,10 @@ class FileContext:
         tree it walks, which may be a partial parse. Built from CPython's tree of the whole text."""
         model = self._model
         if model is None:
-            tree = self._tree
-            if tree is None:
-                tree = _whole_tree(self.text)
-            model = self._model = FileModel(tree, self.text, self._index)
+            if self._tree is None:
+                model = self._model = FileModel.of_text(self.text)
+            else:
+                model = self._model = FileModel(self._tree, self.text, self._index)
         return model
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:
