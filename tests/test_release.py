@@ -80,7 +80,9 @@ def test_release_script_builds_checks_and_runs_the_wheel(tmp_path):
 #: docs show what works from a checkout instead (a wheel built here, a ``repo: local`` hook, the
 #: action from a path or a commit). Remove a pattern when its release exists.
 UNPUBLISHED = [
-    (re.compile(r"pip install\s+(?:-U\s+|--upgrade\s+)?[\"']?torchlint(?:\[[\w,]+\])?[\"']?(?:[=<>~!]=?[\d.]+)?(?=\s|$|`)(?!\s*@)"),
+    # ``pip install "torchlint[watch]"`` is left alone: with torchlint installed (from the wheel)
+    # pip takes the installed one and adds the extra's packages.
+    (re.compile(r"pip install\s+(?:-U\s+|--upgrade\s+)?[\"']?torchlint(?:[=<>~!]=?[\d.]+)?[\"']?(?=\s|$|`)(?!\s*@)"),
      "pip install torchlint (not on PyPI yet)"),
     (re.compile(r"pipx install\s+torchlint\b"), "pipx install torchlint (not on PyPI yet)"),
     (re.compile(r"torchlint/torchlint@v\d"), "uses: torchlint/torchlint@vX (no release tag yet)"),
@@ -108,7 +110,7 @@ def test_the_patterns_catch_what_the_docs_used_to_say():
     old = [
         "pip install torchlint",
         '      - run: pip install torchlint',
-        'pip install "torchlint[lsp]"      # torchlint plus pygls 2 and lsprotocol',
+        "pip install -U torchlint==0.1.0",
         "pip uninstall torchfix && pip install torchlint",
         "      - uses: torchlint/torchlint@v0.1.0",
         "    rev: v0.1.0",
@@ -120,6 +122,7 @@ def test_the_patterns_catch_what_the_docs_used_to_say():
     works = ["pip install dist/torchlint-0.1.0-py3-none-any.whl", 'pip install -e ".[lsp]"',
              'pip install "dist/torchlint-0.1.0-py3-none-any.whl[lsp]"', "pip install --no-deps torchfix==0.7.0",
              'pip install "torchlint @ git+https://github.com/OWNER/torchlint@COMMIT"',
+             '(`pip install "torchlint[watch]"`) once torchlint is installed',
              '(`additional_dependencies: ["torchlint @ file:///A/torchlint-0.1.0-py3-none-any.whl"]`']
     for line in works:
         assert not any(pattern.search(line) for pattern, _ in UNPUBLISHED), line
