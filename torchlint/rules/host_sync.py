@@ -396,8 +396,9 @@ class HostSyncInLoop(Rule):
 
 
 # -- the fixes ----------------------------------------------------------------------------------
-# Arithmetic a tensor takes as a Python number does: `loss.item() * x.size(0)`.
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+# Arithmetic a tensor takes as a Python number does: `loss.item() * x.size(0)` (names, not the
+# classes: a libcst class named at import would load libcst with the rule modules)
+_ARITHMETIC = frozenset({"Add", "Subtract", "Multiply", "Divide"})
 
 
 def _accumulation_fix(ctx, call: cst.Call, loop: cst.CSTNode) -> Optional[FixSpec]:
@@ -410,8 +411,8 @@ def _accumulation_fix(ctx, call: cst.Call, loop: cst.CSTNode) -> Optional[FixSpe
     ancestors = ctx.ancestors
     child: cst.CSTNode = call
     index = len(ancestors) - 1
-    while index >= 0 and isinstance(ancestors[index], cst.BinaryOperation) and isinstance(
-            ancestors[index].operator, _ARITHMETIC):
+    while index >= 0 and isinstance(ancestors[index], cst.BinaryOperation) and (
+            type(ancestors[index].operator).__name__ in _ARITHMETIC):
         child, index = ancestors[index], index - 1
     if index < 0:
         return None
