@@ -155,6 +155,7 @@ async function main() {
   lab.stdout.pipe(labLog);
   lab.stderr.pipe(labLog);
   let browser;
+  let passed = false;
   let page;
   try {
     await waitHttp(`http://127.0.0.1:${port}/api`, 90_000);
@@ -236,12 +237,18 @@ async function main() {
     log(`after the fix: ${after.map((r) => `${r.code}@cell ${r.cell}`).join(", ")}`);
     await page.screenshot({ path: path.join(shots, "jupyterlab-4-after-fix.png") });
     log(`screenshots in ${shots}`);
+    passed = true;
   } catch (err) {
     if (page) await page.screenshot({ path: path.join(shots, "jupyterlab-FAILED.png") }).catch(() => {});
     throw err;
   } finally {
     if (browser) await browser.close().catch(() => {});
     try { process.kill(-lab.pid, "SIGTERM"); } catch {}
+    // the temporary workspace and JupyterLab's settings: kept when it failed
+    if (passed) {
+      await new Promise((r) => setTimeout(r, 2000));
+      try { fs.rmSync(tmp, { recursive: true, force: true, maxRetries: 3 }); } catch {}
+    }
   }
 }
 

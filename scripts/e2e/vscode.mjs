@@ -106,6 +106,7 @@ async function main() {
   server.stdout.pipe(serverLog);
   server.stderr.pipe(serverLog);
   let browser;
+  let passed = false;
   try {
     await waitHttp(`http://127.0.0.1:${port}/healthz`, 60_000);
     log(`code-server on port ${port}`);
@@ -194,7 +195,21 @@ async function main() {
     await waitFor(async () => (await problems.getByText("TL202", { exact: false }).count()) === 0, "TL202 to leave the Problems panel");
     log("fix all applied and saved: train.ipynb has device=\"cuda\" and no unused noqa");
     await page.screenshot({ path: path.join(shots, "vscode-8-notebook-fix-all.png") });
+
+    // torchlint.notebooks.enable = false (written to the workspace settings on disk): the server
+    // restarts, the notebook is not sent to it, so its findings go; train.py's come back
+    const settingsFile = path.join(workspace, ".vscode", "settings.json");
+    const workspaceSettings = fs.existsSync(settingsFile) ? JSON.parse(fs.readFileSync(settingsFile, "utf8")) : {};
+    fs.mkdirSync(path.dirname(settingsFile), { recursive: true });
+    fs.writeFileSync(settingsFile, JSON.stringify({ ...workspaceSettings, "torchlint.notebooks.enable": false }));
+    await waitFor(async () => (await problems.getByText("TL401", { exact: false }).count()) === 0, "the notebook's findings to go", 60_000);
+    await problems.getByText("TL201", { exact: false }).first().waitFor();  // train.py's, from the restarted server
+    await page.waitForTimeout(8000);  // and the notebook's stay away (not a gap during the restart)
+    if ((await problems.getByText("TL401", { exact: false }).count()) !== 0) throw new Error("notebook findings with torchlint.notebooks.enable = false");
+    log("torchlint.notebooks.enable = false: server restarted, the notebook's findings gone, train.py's back");
+    await page.screenshot({ path: path.join(shots, "vscode-9-notebooks-disabled.png") });
     log(`screenshots in ${shots}`);
+    passed = true;
   } catch (err) {
     if (browser) {
       const pages = browser.contexts().flatMap((c) => c.pages());
@@ -204,6 +219,11 @@ async function main() {
   } finally {
     if (browser) await browser.close().catch(() => {});
     try { process.kill(-server.pid, "SIGTERM"); } catch {}
+    // the temporary workspace and editor profile: kept (with the editor's logs) when it failed
+    if (passed) {
+      await new Promise((r) => setTimeout(r, 2000));
+      try { fs.rmSync(tmp, { recursive: true, force: true, maxRetries: 3 }); } catch {}
+    }
   }
 }
 
