@@ -469,3 +469,84 @@ def test_fix_does_not_rewrite_a_file_outside_the_tree_through_a_symlink(tmp_path
     assert b"o.py" not in diff.stdout
     named = cli("--isolated", "--no-cache", "--fix", "out.py", cwd=tree)  # named: the user asked for it
     assert named.returncode == 0 and 'device="cuda"' in (outside / "o.py").read_text(), named.stderr
+
+
+# -- item 25: form feeds in indentation; MemoryError's reason ------------------------------------
+
+FORM_FEED_CLASS = ("import torch\n\n\nclass Trainer:\n    def __init__(self):\n\x0c        self.loader = None\n\n"
+                   "    def fit(self, loader):\n        for batch in loader:\n            x = torch.zeros(3).cuda()\n"
+                   "            print(x.item())\n")
+
+
+def test_form_feed_before_an_indented_line_lints_as_cpython_reads_it(tmp_path):
+    """libcst refused the form feed (CPython resets the indentation count there): 'TL003 libcst
+    cannot parse this file: Syntax Error @ 1:1', and the file's other findings were lost."""
+    import ast
+
+    ast.parse(FORM_FEED_CLASS)
+    plain = FORM_FEED_CLASS.replace("\x0c", "")
+    want = [(d.code, d.location.row, d.location.column, d.end_location.row, d.end_location.column)
+            for d in lint_source(plain, "t.py", Settings())]
+    got = [(d.code, d.location.row, d.location.column, d.end_location.row, d.end_location.column)
+           for d in lint_source(FORM_FEED_CLASS, "t.py", Settings())]
+    assert got == want and {c for c, *_ in got} == {"TL201", "TL202"}
+    # on the form feed's own row, columns count it
+    flagged = "import torch\nfor i in range(3):\n\x0c    y = torch.zeros(3).cuda()\n"
+    (d,) = lint_source(flagged, "t.py", Settings())
+    assert (d.location.row, d.location.column, d.end_location.column) == (3, 10, 31)
+    assert flagged.split("\n")[2][d.location.column - 1:d.end_location.column - 1] == "torch.zeros(3).cuda()"
+    (tmp_path / "t.py").write_text(flagged)
+    proc = cli("--isolated", "--no-cache", "--fix", "t.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "t.py").read_text() == flagged.replace("zeros(3).cuda()", 'zeros(3, device="cuda")')
+
+
+def test_form_feeds_in_every_fixture_lint_as_without_them(tmp_path):
+    """A form feed at the start of an indented line (or alone on a line before it) of each
+    fixture: the same findings, where CPython accepts the file."""
+    import ast
+
+    checked = 0
+    for path in sorted(FIXTURES.glob("*.py")):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        indented = [i for i, line in enumerate(lines) if line.startswith("    ") and line.strip()]
+        for i in indented[::7][:3]:
+            for variant in ("\x0c" + lines[i], "\x0c\n" + lines[i]):
+                text = "\n".join(lines[:i] + [variant] + lines[i + 1:])
+                try:
+                    ast.parse(text)
+                except SyntaxError:
+                    continue
+                base = "\n".join(lines)
+                shift = variant.count("\n")
+
+                def key(d, changed):
+                    row, col = d.location.row, d.location.column
+                    if changed and shift and row > i + 1:
+                        row -= 1
+                    elif changed and not shift and row == i + 1:
+                        col -= 1
+                    return (d.code, row, col)
+
+                want = sorted(key(d, False) for d in lint_source(base, path.name, Settings()))
+                got = sorted(key(d, True) for d in lint_source(text, path.name, Settings()))
+                assert got == want, (path.name, i, variant[:20])
+                checked += 1
+    assert checked > 40
+
+
+@pytest.mark.parametrize("where", ["file", "stdin", "notebook"])
+def test_memory_error_from_cpythons_parser_has_a_reason(tmp_path, where):
+    """``- - - ... 1`` makes CPython's parser raise a MemoryError without a message: the TL001
+    said 'cannot parse: ' and nothing more."""
+    code = "x = " + "-" * 100_000 + "1\n"
+    if where == "notebook":
+        (tmp_path / "n.ipynb").write_text(_notebook(code))
+        proc = cli("--isolated", "--no-cache", "--output-format", "concise", "n.ipynb", cwd=tmp_path)
+    elif where == "file":
+        (tmp_path / "m.py").write_text(code)
+        proc = cli("--isolated", "--no-cache", "--output-format", "concise", "m.py", cwd=tmp_path)
+    else:
+        proc = cli("--isolated", "--no-cache", "--output-format", "concise", "-", cwd=tmp_path, input=code.encode())
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.decode().strip().endswith("TL001 SyntaxError: too deeply nested for Python's parser"), proc.stdout

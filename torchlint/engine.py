@@ -27,7 +27,7 @@ from torchlint.context import (
     render_node,
 )
 from torchlint.diagnostics import Diagnostic, Edit, Fix, Location
-from torchlint.guards import Refusal, refusal, shallow, too_large
+from torchlint.guards import Refusal, parse_failure, refusal, shallow, too_large
 from torchlint.model import FileModel
 from torchlint.parsing import LARGE_FILE_CHARS, IncrementalAst, IncrementalParser, parse_ast, parse_with_lines
 from torchlint.partial import PartialMismatch, Plan, kept_rules, partial_text, plan as plan_statements, walk_plan, walk_plan_key
@@ -140,7 +140,7 @@ def _ast_parse(text: str, path: str, incremental: bool = False) -> Tuple[Optiona
         msg = exc.msg or "invalid syntax"
         return None, _engine_diagnostic("TL001", f"SyntaxError: {msg}", path, row, max(col, 1))
     except (ValueError, MemoryError, RecursionError) as exc:  # e.g. source with NUL bytes
-        return None, _engine_diagnostic("TL001", f"cannot parse: {exc}", path, 1, 1)
+        return None, _engine_diagnostic("TL001", parse_failure(exc), path, 1, 1)
 
 
 def _engine_diagnostic(code: str, message: str, path: str, row: int, col: int) -> Diagnostic:
@@ -186,6 +186,13 @@ def lint_source(
         # acyclic libcst nodes of each lint and the incremental parser's cached trees.
         return collector_paused(lint_source, text, path, settings, rules=rules, prefilter=prefilter,
                                 incremental=True, project=project, ast_codes=ast_codes)
+    if "\f" in text:  # a form feed in indentation, read as CPython reads it (formfeed.py)
+        from torchlint.formfeed import shift_columns, without_form_feeds
+
+        cleaned, shifts = without_form_feeds(text)
+        if shifts:
+            return shift_columns(lint_source(cleaned, path, settings, rules=rules, prefilter=prefilter,
+                                             incremental=incremental, project=project, ast_codes=ast_codes), shifts)
     codes = settings.codes_for_path(path)
     tree = index = None
     if ast_codes is not None:  # phase 1 ran every prefilter on this same text: not again

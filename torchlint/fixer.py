@@ -172,8 +172,10 @@ def parse_error(text: str, path: str, strict: bool = True) -> Optional[str]:
     is blamed on it."""
     import libcst as cst
 
-    try:
-        cst.parse_module(text)
+    from torchlint.formfeed import without_form_feeds
+
+    try:  # a form feed in indentation read as CPython reads it, as the lint did
+        cst.parse_module(without_form_feeds(text)[0])
     except Exception as exc:  # ParserSyntaxError, RecursionError, ...
         return f"libcst: {str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__}"
     try:

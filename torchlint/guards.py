@@ -268,10 +268,8 @@ def _closer_look(text: str, shape: Shape) -> Optional[Refusal]:
             tree = parse_ast(text)  # in chunks when large: the same tree and errors, less memory
     except SyntaxError as exc:
         return Refusal("TL001", f"SyntaxError: {exc.msg or 'invalid syntax'}", exc.lineno or 1, max(exc.offset or 1, 1))
-    except (RecursionError, MemoryError):  # CPython's parser or ast builder ran out of depth
-        return Refusal("TL001", "SyntaxError: too deeply nested for Python's parser")
-    except ValueError as exc:  # NUL bytes
-        return Refusal("TL001", f"cannot parse: {exc}")
+    except (RecursionError, MemoryError, ValueError) as exc:  # out of depth; NUL bytes
+        return Refusal("TL001", parse_failure(exc))
     if shape.longest_line > MAX_STATEMENT_CODE:
         return Refusal(
             "TL003",
@@ -283,6 +281,15 @@ def _closer_look(text: str, shape: Shape) -> Optional[Refusal]:
     if depth > MAX_DEPTH:
         return Refusal("TL003", f"too complex to analyse: code nested {depth:,} deep (limit {MAX_DEPTH:,})", row)
     return None
+
+
+def parse_failure(exc: BaseException) -> str:
+    """TL001's message when CPython's parser fails other than with a SyntaxError: never empty
+    (a MemoryError says nothing: the parser's stack ran out on ``- - - ... 1`` or 50,000 nested
+    ``not``s)."""
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return "SyntaxError: too deeply nested for Python's parser"
+    return f"cannot parse: {exc or exc.__class__.__name__}"
 
 
 def _largest_statement_row(text: str, tree: ast.Module) -> int:

@@ -484,7 +484,9 @@ def build_program(cells: Sequence[Tuple[int, str]]) -> Program:
                 broken.append((cell.number, exc, cell.masked))
                 continue
             except (ValueError, MemoryError, RecursionError) as exc:
-                broken.append((cell.number, SyntaxError(f"cannot parse: {exc}", ("", 1, 1, "")), cell.masked))
+                from torchlint.guards import parse_failure
+
+                broken.append((cell.number, SyntaxError(parse_failure(exc), ("", 1, 1, "")), cell.masked))
                 continue
             kept.append(cell)
         if broken:
@@ -597,7 +599,7 @@ def _broken_cell_errors(program: Program, path: str, settings) -> List[Diagnosti
     out = []
     for number, exc, cell_text in program.broken:
         msg = exc.msg or "invalid syntax"
-        message = f"SyntaxError: {msg}" if not msg.startswith("cannot parse") else msg
+        message = f"SyntaxError: {msg}" if not msg.startswith(("cannot parse", "SyntaxError: ")) else msg
         d = _engine_diagnostic("TL001", message, path, exc.lineno or 1, max(exc.offset or 1, 1))
         if exempt == "ALL" or (exempt and "TL001" in exempt):
             continue
