@@ -550,3 +550,57 @@ def test_memory_error_from_cpythons_parser_has_a_reason(tmp_path, where):
         proc = cli("--isolated", "--no-cache", "--output-format", "concise", "-", cwd=tmp_path, input=code.encode())
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.decode().strip().endswith("TL001 SyntaxError: too deeply nested for Python's parser"), proc.stdout
+
+
+# -- item 13: notebooks: the size limit on code, automagics ----------------------------------------
+
+def _notebook_cells(cells, outputs=None) -> str:
+    return json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "execution_count": 1, "source": c,
+                                  "outputs": outputs or []} for c in cells],
+                       "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+                       "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_notebook_size_limit_applies_to_its_code_not_its_images(tmp_path):
+    """A notebook over 10 MB because of an image output was skipped as TL002."""
+    import base64
+
+    image = [{"output_type": "display_data", "metadata": {}, "data": {"image/png": base64.b64encode(os.urandom(9_000_000)).decode()}}]
+    (tmp_path / "plots.ipynb").write_text(_notebook_cells([FLAGGED], image))
+    assert (tmp_path / "plots.ipynb").stat().st_size > 10 * 1024 * 1024
+    proc = cli("--isolated", "--no-cache", "--output-format", "concise", "plots.ipynb", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout.decode().splitlines() == [
+        "plots.ipynb:cell 1:3:9: TL202 Tensor created on the CPU then moved; pass `device=` to the factory"], proc.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\nmax-file-size = 1000\n")
+    (tmp_path / "code.ipynb").write_text(_notebook_cells([FLAGGED, "x = '" + "a" * 2000 + "'\n"]))
+    proc = cli("--no-cache", "--output-format", "concise", "code.ipynb", "plots.ipynb", cwd=tmp_path)
+    lines = proc.stdout.decode().splitlines()
+    assert lines[0] == ("code.ipynb:1:1: TL002 Cannot read file: notebook code too large (2,069 bytes in its code "
+                        "cells; max-file-size is 1,000); skipped")
+    assert lines[1].startswith("plots.ipynb:1:1: TL002 Cannot read file: file too large (") and \
+        "a notebook may be 20 x max-file-size: 20,000" in lines[1]
+
+
+@pytest.mark.parametrize("line", ["pip install torch", "conda install -y numpy", "load_ext autoreload",
+                                  "autoreload 2", "time x = 1", "cd ..", "env CUDA_VISIBLE_DEVICES=0", "timeit -n 3 f(x)"])
+def test_automagic_cell_is_a_magic_not_a_syntax_error(tmp_path, line):
+    """Jupyter runs a one-line cell ``pip install x`` as ``%pip install x`` (automagic)."""
+    (tmp_path / "n.ipynb").write_text(_notebook_cells([line, FLAGGED]))
+    proc = cli("--isolated", "--no-cache", "--output-format", "concise", "n.ipynb", cwd=tmp_path)
+    assert proc.stdout.decode().splitlines() == [
+        "n.ipynb:cell 2:3:9: TL202 Tensor created on the CPU then moved; pass `device=` to the factory"], proc.stdout
+    fixed = cli("--isolated", "--no-cache", "--fix", "n.ipynb", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    cells = json.loads((tmp_path / "n.ipynb").read_text())["cells"]
+    assert cells[0]["source"] == line and 'device=\\"cuda\\"' not in cells[0]["source"]
+
+
+@pytest.mark.parametrize("cells", [
+    ["import time", "time x = 1"],  # `time` is the module here: IPython does not call the magic either
+    ["pip install x\nprint(1)"],  # automagic is for one-line cells only
+    ["time = = 1"],  # an assignment (IPython's AssignmentChecker), and a broken one
+])
+def test_what_is_not_automagic_stays_a_syntax_error(tmp_path, cells):
+    (tmp_path / "n.ipynb").write_text(_notebook_cells(cells))
+    proc = cli("--isolated", "--no-cache", "--output-format", "concise", "n.ipynb", cwd=tmp_path)
+    assert b"TL001" in proc.stdout, proc.stdout

@@ -454,6 +454,47 @@ class Program:
         return locator.location(max(0, min(offset - cell.offset, len(cell.text))))
 
 
+#: IPython's line magics (and the usual aliases and extensions' ones) that automagic lets a
+#: one-line cell call without its ``%``: Jupyter runs ``pip install x`` as ``%pip install x``.
+AUTOMAGICS = frozenset("""
+    aimport alias alias_magic autoawait autocall automagic autoreload autosave bookmark cat cd clear
+    colors conda config connect_info cp debug dhist dirs doctest_mode ed edit env gui hist history
+    killbgscripts ldir less lf lk ll load load_ext loadpy logoff logon logstart logstate logstop ls
+    lsmagic lx macro magic mamba man matplotlib micromamba mkdir more mv notebook page pastebin pdb
+    pdef pdoc pfile pinfo pinfo2 pip popd pprint precision prun psearch psource pushd pwd pycat
+    pylab qtconsole quickref recall rehashx reload_ext rep rerun reset reset_selective rm rmdir run
+    save sc set_env store sx system tb time timeit unalias unload_ext uv who who_ls whos xdel xmode
+""".split())
+# IPython's LineInfo: indentation, then the called name, then the rest of the line
+_AUTOMAGIC_LINE = re.compile(r"[ \t]*([A-Za-z_]\w*)(?:[ \t]+(.*))?\Z")
+
+
+def _automagic(text: str, cells: Sequence[Tuple[int, str]]) -> bool:
+    """Whether the cell ``text`` is one line that IPython's automagic runs as a line magic:
+    ``pip install x``, ``load_ext autoreload``, ``time x = 1``. IPython applies automagic only
+    to a one-line cell (``InteractiveShell.transform_cell``), when its first word names a line
+    magic the notebook does not bind (``import time`` makes ``time x`` Python again) and the
+    rest is not an assignment. A line that is valid Python is left as Python."""
+    line = text.strip()
+    if not line or "\n" in line or "\r" in line:
+        return False
+    match = _AUTOMAGIC_LINE.match(line)
+    if not match or match.group(1) not in AUTOMAGICS:
+        return False
+    rest = match.group(2) or ""
+    if rest[:1] in ("=", ",") and rest[1:2] != "=":
+        return False  # IPython's AssignmentChecker: ``time = 1``, ``cd, x = ...``
+    try:
+        _parse(text)
+        return False
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        pass
+    name = re.escape(match.group(1))
+    binds = re.compile(rf"(?m)(?:\bimport\b[^\n#]*\b{name}\b|\bas[ \t]+{name}\b|\b(?:def|class)[ \t]+{name}\b"
+                       rf"|^[ \t]*{name}[ \t]*(?:,[^=\n]*)?=(?!=)|\bfor[ \t]+{name}\b)")
+    return not any(binds.search(source) for _, source in cells)
+
+
 def build_program(cells: Sequence[Tuple[int, str]]) -> Program:
     """Join the code cells ``(number, source)``: skip non-Python cell magics, mask IPython
     syntax, and leave out cells that do not parse on their own (reported as TL001)."""
@@ -469,6 +510,10 @@ def build_program(cells: Sequence[Tuple[int, str]]) -> Program:
         if not text:
             continue  # an empty cell holds no code and no position
         masked, ranges = mask_ipython(text)
+        if not ranges and _automagic(masked, cells):  # ``pip install x``: a comment of the same length
+            start = len(masked) - len(masked.lstrip())
+            end = start + len(_content(masked[start:].splitlines(keepends=True)[0]))
+            masked, ranges = masked[:start] + _mask_line(masked[start:end], 0, True) + masked[end:], [(start, end)]
         parts.append(ProgramCell(number, text, masked, ranges, added))
     program = _join(parts)
     program.skipped = skipped
@@ -510,6 +555,20 @@ def program_of(nb: Notebook, sources: Optional[Dict[int, str]] = None) -> Progra
 
 # -- lint ---------------------------------------------------------------------------------------
 
+def check_code_size(nb: Notebook, settings) -> None:
+    """``max-file-size`` applied to the code the notebook holds, not to its JSON (outputs,
+    images): ``UnreadableFile`` (TL002) past it."""
+    from torchlint.source import max_file_size
+
+    limit = max_file_size(settings)
+    if limit is None:
+        return
+    size = sum(len(c.source.encode("utf-8", "surrogatepass")) for c in nb.code_cells)
+    if size > limit:
+        raise UnreadableFile(f"notebook code too large ({size:,} bytes in its code cells; "
+                             f"max-file-size is {limit:,}); skipped")
+
+
 def lint_notebook(raw: str, path: str, settings, *, incremental: bool = False, project=None) -> List[Diagnostic]:
     """Findings for the notebook JSON ``raw``, positioned in cells (``Diagnostic.cell``).
     Raises ``UnreadableFile`` for text that is not a notebook. A notebook is its own project
@@ -518,6 +577,7 @@ def lint_notebook(raw: str, path: str, settings, *, incremental: bool = False, p
     nb = parse_notebook(raw, path)
     if not nb.is_python:
         return []
+    check_code_size(nb, settings)
     program = program_of(nb)
     return to_cells(program, _lint_program(program, path, settings, incremental), path, settings)
 
@@ -622,6 +682,7 @@ def fix_notebook(raw: str, path: str, settings, *, unsafe: bool = False, only_ce
     result = fixer.FixResult(path=path, original=raw, text=raw)
     if not nb.is_python:
         return result
+    check_code_size(nb, settings)
     sources: Dict[int, str] = {c.number: c.source for c in nb.code_cells}
     program = program_of(nb)
     broken_before = {n for n, _, _ in program.broken}

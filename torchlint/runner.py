@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Se
 
 from torchlint.diagnostics import Diagnostic
 from torchlint.source import (
-    SourceFile, UnreadableFile, decode_source, is_notebook_path, max_file_size, read_bytes, read_source,
+    SourceFile, UnreadableFile, decode_source, is_notebook_path, read_file_bytes, read_source,
 )
 from torchlint.workers import collector_paused, fault_hook, reraise_interrupt
 
@@ -73,7 +73,7 @@ def read_file(path: str, settings: "Settings") -> FileRead:
     """Read and decode one file (regular files only, at most ``max-file-size``): the one path
     by which the runner and the fixer read a file and report TL002."""
     try:
-        data, st = read_bytes(path, max_file_size(settings))
+        data, st = read_file_bytes(path, settings)  # a notebook's outputs are not code: more room
     except UnreadableFile as exc:
         return FileRead(None, None, None, unreadable_findings(path, exc, settings))
     try:

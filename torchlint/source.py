@@ -105,11 +105,32 @@ def _not_regular(path: str, mode: int) -> str:
     return f"not a regular file ({kind}); skipped"
 
 
-def _too_large(size: int, limit: int) -> str:
-    return f"file too large ({size:,} bytes; max-file-size is {limit:,}); skipped"
+def _too_large(size: int, limit: int, what: str = "max-file-size is") -> str:
+    return f"file too large ({size:,} bytes; {what} {limit:,}); skipped"
 
 
-def read_bytes(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> Tuple[bytes, os.stat_result]:
+#: A notebook's JSON may be this many times ``max-file-size``: its outputs (images as base64)
+#: are not code. ``max-file-size`` applies to the code its cells hold (``notebook.check_code_size``);
+#: this bound keeps a notebook of hundreds of megabytes from being read whole.
+NOTEBOOK_SIZE_FACTOR = 20
+
+
+def read_file_bytes(path: str, settings) -> Tuple[bytes, os.stat_result]:
+    """``read_bytes`` with the limit ``settings`` give ``path``: ``max-file-size``, or for a
+    notebook ``NOTEBOOK_SIZE_FACTOR`` times that (its code is measured once parsed)."""
+    return read_bytes(path, *read_limit(path, settings))
+
+
+def read_limit(path: str, settings) -> Tuple[Optional[int], str]:
+    """(bytes ``path`` may have, how a refusal names that limit): see ``read_file_bytes``."""
+    limit = max_file_size(settings)
+    if limit is None or not is_notebook_path(path):
+        return limit, "max-file-size is"
+    return limit * NOTEBOOK_SIZE_FACTOR, f"a notebook may be {NOTEBOOK_SIZE_FACTOR} x max-file-size:"
+
+
+def read_bytes(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE,
+               what: str = "max-file-size is") -> Tuple[bytes, os.stat_result]:
     """The bytes of the regular file at ``path`` (symlinks followed) and its ``fstat``.
 
     Raises ``UnreadableFile`` for anything that is not a regular file (checked before opening,
@@ -123,7 +144,7 @@ def read_bytes(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> Tu
     if not stat.S_ISREG(st.st_mode):
         raise UnreadableFile(_not_regular(path, st.st_mode))
     if max_size is not None and st.st_size > max_size:
-        raise UnreadableFile(_too_large(st.st_size, max_size))
+        raise UnreadableFile(_too_large(st.st_size, max_size, what))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)  # O_NONBLOCK: a FIFO swapped in after the stat does not block
@@ -138,11 +159,11 @@ def read_bytes(path: str, max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> Tu
         except OSError as exc:
             raise UnreadableFile(exc.strerror or str(exc)) from None
     if max_size is not None and len(data) > max_size:
-        raise UnreadableFile(_too_large(len(data), max_size))
+        raise UnreadableFile(_too_large(len(data), max_size, what))
     return data, st
 
 
-def read_stdin(max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> bytes:
+def read_stdin(max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE, what: str = "max-file-size") -> bytes:
     """The bytes on stdin, at most ``max_size`` (``None``: no limit): ``cat /dev/zero |
     torchlint -`` stops after the limit instead of growing until memory runs out. Raises
     ``UnreadableFile`` (a one-line reason) past the limit, for a closed stdin (``<&-``: Python
@@ -160,8 +181,14 @@ def read_stdin(max_size: Optional[int] = DEFAULT_MAX_FILE_SIZE) -> bytes:
     except (OSError, ValueError) as exc:  # EBADF, EIO; ValueError: a stream closed in-process
         raise UnreadableFile(f"cannot read stdin: {getattr(exc, 'strerror', None) or exc}") from None
     if max_size is not None and len(data) > max_size:
-        raise UnreadableFile(f"more than {max_size:,} bytes on stdin (max-file-size); not linted")
+        raise UnreadableFile(f"more than {max_size:,} bytes on stdin ({what}); not linted")
     return data
+
+
+def stdin_limit(name: str, settings) -> Tuple[Optional[int], str]:
+    """``read_stdin``'s arguments for a buffer named ``name`` (``--stdin-filename``)."""
+    limit, _ = read_limit(name, settings)
+    return limit, "max-file-size" if limit == max_file_size(settings) else f"{NOTEBOOK_SIZE_FACTOR} x max-file-size for a notebook"
 
 
 def copy_stdin() -> None:

@@ -542,7 +542,7 @@ def _stdin_unreadable(args, resolver, settings, name: str, data: bytes, exc: Exc
 
 def _run_stdin(args, resolver) -> int:
     from torchlint.runner import RunResult, lint_text
-    from torchlint.source import UnreadableFile, copy_stdin, decode_source, max_file_size, read_stdin
+    from torchlint.source import UnreadableFile, copy_stdin, decode_source, read_stdin, stdin_limit
 
     name = args.stdin_filename or "-"
     settings = resolver.for_path(name if args.stdin_filename else ".")
@@ -551,7 +551,7 @@ def _run_stdin(args, resolver) -> int:
             copy_stdin()
         return EXIT_OK
     try:  # at most max-file-size bytes; a closed stdin: one line, exit 2
-        data = read_stdin(max_file_size(settings))
+        data = read_stdin(*stdin_limit(name, settings))
     except UnreadableFile as exc:
         print(f"torchlint: error: {name}: {exc}", file=sys.stderr)
         return EXIT_ERROR
