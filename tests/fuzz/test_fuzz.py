@@ -68,7 +68,7 @@ def mutated_fixture(draw):
     for _ in range(draw(st.integers(1, 4))):
         lines = text.splitlines(keepends=True) or [""]
         i = draw(st.integers(0, len(lines) - 1))
-        kind = draw(st.sampled_from(["delete", "duplicate", "truncate", "insert", "reindent"]))
+        kind = draw(st.sampled_from(["delete", "duplicate", "truncate", "insert", "reindent", "endings"]))
         if kind == "delete":
             del lines[i]
         elif kind == "duplicate":
@@ -78,6 +78,16 @@ def mutated_fixture(draw):
             shift = draw(st.sampled_from([-4, -2, -1, 1, 2, 4, 8]))
             for k in range(i, j):
                 lines[k] = (" " * shift + lines[k]) if shift > 0 else lines[k][min(-shift, len(lines[k]) - len(lines[k].lstrip(" "))):]
+        elif kind == "endings":  # lone CRs, CRLFs, or each line its own (issue 32): all valid Python
+            style = draw(st.sampled_from(["\r", "\r\n", "mixed"]))
+            for k, line in enumerate(lines):
+                body = line.rstrip("\r\n")
+                if body == line:
+                    continue
+                end = style if style != "mixed" else draw(st.sampled_from(["\n", "\r", "\r\n"]))
+                if end == "\r" and k + 1 < len(lines) and lines[k + 1].startswith("\n"):
+                    end = "\r\n"  # a lone CR before an empty LF line would make one CRLF of two ends
+                lines[k] = body + end
         text = "".join(lines)
         if kind == "truncate":
             data = text.encode("utf-8")
