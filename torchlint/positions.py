@@ -234,6 +234,15 @@ def _statement_spans(module: cst.Module, stmt: cst.CSTNode, start: int, text: Op
     return state.spans, state.offset
 
 
+def _quiet_parse(text: str) -> ast.Module:
+    """``ast.parse`` without printing the linted code's SyntaxWarnings (``"\\d"``, ``x is 1``)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
 def _leading_line_count(stmt: cst.CSTNode) -> int:
     """Lines libcst prints before the line CPython gives as the statement's first."""
     count = len(getattr(stmt, "leading_lines", ()))
@@ -408,7 +417,7 @@ class Positions:
             return None
         row = self.locator.location(start).row
         try:
-            tree = ast.parse("\n" * (row - 1) + self.text[start:end])
+            tree = _quiet_parse("\n" * (row - 1) + self.text[start:end])
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         if len(tree.body) != 1:
@@ -469,7 +478,7 @@ class Positions:
             tree = self.tree
             if tree is None:
                 try:
-                    tree = ast.parse(self.text)
+                    tree = _quiet_parse(self.text)
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     return None
             firsts = [statement_first_line(stmt) for stmt in tree.body]
