@@ -27,10 +27,10 @@ import bisect
 import re
 import sys
 from functools import lru_cache
-from itertools import accumulate
 from typing import Callable, Collection, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from torchlint.project import child_fields
+from torchlint.source import line_starts  # noqa: F401  (the rules and tests import it from here)
 from torchlint.torch_api import STAR_EXPORTS, canonical_name
 
 Path = Tuple[ast.AST, ...]  # the ancestors of a node, outermost (the Module) first
@@ -586,7 +586,6 @@ class AstIndex:
 
 
 UNKNOWN = object()
-_PLUS_ONE = (1).__add__  # a line's length with its newline
 # `(` after the callee, through a closing bracket of a parenthesised callee: `(torch.load)(f)`
 _CALL_AFTER = re.compile(f"(?:{_GAP_ITEMS}|\\))*\\(")
 
@@ -600,19 +599,6 @@ def _attribute_pattern(words: Tuple[str, ...], call: bool) -> "re.Pattern[str]":
     return re.compile(rf"\.{GAP}(?:{alternatives})(?!\w){after}")  # no bracket between a dot and its name
 
 
-_LINE_END = re.compile(r"\r\n?|\n")
-
-
-def line_starts(text: str) -> List[int]:
-    """The offset where each line of ``text`` starts, then one past the end (for
-    ``bisect_right(starts, offset)``: the 1-based line of an offset). Lines end at ``\n``,
-    ``\r\n`` or a lone ``\r``, as CPython's tokenizer counts them."""
-    if "\r" in text:
-        starts = [0]
-        starts.extend(match.end() for match in _LINE_END.finditer(text))
-        starts.append(len(text) + 1)
-        return starts
-    return list(accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
 
 
 def is_word(char: str) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import itertools
 import re
 import sys
 import json
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
+from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
@@ -610,7 +610,6 @@ _CALL_TEXT = re.compile(r"(?<![\w.])(%s)[ \t]*\(" % (r"(?>[A-Za-z_][\w.]*)" if s
 _CALL_TEXT_REVERSED = re.compile(r"\([ \t]*([\w.]+)")
 _CALL_NAME_CHAR = re.compile(r"[\w.]")
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_PLUS_ONE = (1).__add__  # a line's length with its newline
 _NOT_CALLS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "not", "in", "is", "print",
                         "def", "class", "lambda", "assert", "yield", "await", "with", "except", "del"})
 
@@ -631,12 +630,7 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
         if not _ROOT_TEXT.search(text):
             summarizer.text = text
             summarizer.reversed = text[::-1]
-            if "\r" in text:  # lines end at \r\n or a lone \r too, as CPython counts them
-                from torchlint.astindex import line_starts
-
-                lines = line_starts(text)
-            else:
-                lines = list(itertools.accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
+            lines = line_starts(text)  # lines end at \n, \r\n or a lone \r, as CPython counts them
             lines[-1] = len(text)  # the end of the last line, newline or not
             summarizer.lines = lines
     summary = summarizer.run(tree)

@@ -18,6 +18,7 @@ import stat
 import sys
 import tokenize
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import List, Optional, Tuple
 
 
@@ -227,6 +228,23 @@ def split_lines(text: str, keepends: bool = False) -> List[str]:
     one would drift from CPython's and libcst's."""
     lines = _LINE.findall(text)
     return lines if keepends else [line.rstrip("\r\n") for line in lines]
+
+
+_LINE_END = re.compile(r"\r\n?|\n")
+_PLUS_ONE = (1).__add__  # a line's length with its newline
+
+
+def line_starts(text: str) -> List[int]:
+    """The offset where each line of ``text`` starts, then one past the end (for
+    ``bisect_right(starts, offset)``: the 1-based line of an offset). Lines end at ``\n``,
+    ``\r\n`` or a lone ``\r``, as CPython's tokenizer counts them."""
+    if "\r" in text:
+        starts = [0]
+        starts.extend(match.end() for match in _LINE_END.finditer(text))
+        starts.append(len(text) + 1)
+        return starts
+    return list(accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
+
 
 
 NOTEBOOK_SUFFIX = ".ipynb"
