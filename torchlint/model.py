@@ -210,9 +210,12 @@ class FileModel:
                         blocks = [cast(ast.Try, child).body, *(h.body for h in handlers)]
                         for stmt in _imports_in(blocks):
                             found.setdefault(scope, set()).update(_bound_targets(stmt))
-                elif isinstance(child, ast.If) and self._is_version_test(child.test):
-                    for stmt in _imports_in([child.body, child.orelse]):
-                        found.setdefault(scope, set()).update(_bound_targets(stmt))
+                elif isinstance(child, ast.If):
+                    # the test's text is read only when an import is under it (most `if`s hold none)
+                    imports = _imports_in([child.body, child.orelse])
+                    if imports and self._is_version_test(child.test):
+                        for stmt in imports:
+                            found.setdefault(scope, set()).update(_bound_targets(stmt))
                 if isinstance(child, (ast.stmt, ast.excepthandler)):
                     stack.append((child, scope))
         return {scope: frozenset(names) for scope, names in found.items()}
@@ -275,7 +278,7 @@ class FileModel:
         return frozenset(found)
 
     def _is_version_test(self, test: ast.expr) -> bool:
-        segment = ast.get_source_segment(self.text, test)
+        segment = self._segment(test)
         if segment is not None and _VERSION_TEST.search(segment):
             return True
         for node in ast.walk(test):
@@ -283,6 +286,30 @@ class FileModel:
                 if self.index.resolves(node.args[0], lambda name: name.split(".", 1)[0] in _TORCH_PACKAGES):
                     return True
         return False
+
+
+    def _segment(self, node: ast.expr) -> Optional[str]:
+        """``ast.get_source_segment(text, node)`` from the index's line table (the standard
+        function splits the whole text at every call: 37 ms per call on a 3,800-line file)."""
+        end_line, end_col = node.end_lineno, node.end_col_offset
+        if end_line is None or end_col is None:
+            return None
+        starts = self.index._lines()
+        first = self.text[starts[node.lineno - 1]:starts[node.lineno]]
+        last = first if end_line == node.lineno else self.text[starts[end_line - 1]:starts[end_line]]
+        begin = _char_offset(first, node.col_offset)
+        stop = _char_offset(last, end_col)
+        if end_line == node.lineno:
+            return first[begin:stop]
+        middle = self.text[starts[node.lineno]:starts[end_line - 1]]
+        return first[begin:] + middle + last[:stop]
+
+
+def _char_offset(line: str, byte_offset: int) -> int:
+    """The character offset of a UTF-8 ``byte_offset`` in ``line`` (CPython's col_offset)."""
+    if line.isascii():
+        return byte_offset
+    return len(line.encode("utf-8", "surrogatepass")[:byte_offset].decode("utf-8", "replace"))
 
 
 _EMPTY = ast.Module(body=[], type_ignores=[])
