@@ -224,8 +224,13 @@ def import_placement(module: cst.Module, module_name: str) -> NodeEdit:
     settings) would put it: in its section (standard library or third party) of the file's
     leading import block, at its sorted place among the ``import x`` lines, which come before
     the ``from x import`` lines; a new section gets a blank line around it."""
-    line = f"import {module_name}"
-    target = (_section(module_name), 0, module_name.lower())
+    return line_placement(module, f"import {module_name}", (_section(module_name), 0, module_name.lower()))
+
+
+def line_placement(module: cst.Module, line: str, target: Tuple[int, int, str]) -> NodeEdit:
+    """An edit adding the import ``line`` whose sort key is ``target`` ((section, 0 for ``import
+    x`` or 1 for ``from x import``, the module lower-cased): ``_import_key``) at its sorted place
+    in the file's leading import block, a new section with a blank line around it."""
     keyed: List[Tuple[Tuple[int, int, str], cst.CSTNode]] = []
     anchor = None  # the last statement of the leading docstring-and-imports block
     for stmt in module.body:

@@ -155,7 +155,7 @@ def from_import_edit(ctx, modules: Sequence[str], name: str):
     ...`` line of the file when there is one (the first of ``modules`` that has one), else a new
     line ``from <modules[0]> import <name>`` at its sorted place among the ``from`` lines of its
     section of the leading import block (after the section's ``import x`` lines)."""
-    from torchlint.context import INSERT_AFTER, INSERT_BEFORE, NodeEdit, _import_key, _is_docstring, _section, render_node
+    from torchlint.context import NodeEdit, _section, line_placement, render_node
 
     code = cst.Module([]).code_for_node
     for module_name in modules:
@@ -167,37 +167,7 @@ def from_import_edit(ctx, modules: Sequence[str], name: str):
                     and code(imp.module) == module_name and not isinstance(imp.names, cst.ImportStar)):
                 return NodeEdit(imp, render_node(ctx.module, _with_name(imp, name), ()))  # at column 0
     module_name = modules[0]
-    line = f"from {module_name} import {name}"
-    target = (_section(module_name), 1, module_name.lower())
-    keyed = []
-    anchor = None
-    for stmt in ctx.module.body:
-        if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
-            anchor = stmt
-            key = _import_key(stmt)
-            if key is not None:
-                keyed.append((key, stmt))
-        elif anchor is None and _is_docstring(stmt):
-            anchor = stmt
-        else:
-            break
-    same = [(key, stmt) for key, stmt in keyed if key[0] == target[0]]
-    if same:
-        for key, stmt in same:
-            if key > target:
-                return NodeEdit(stmt, line + "\n", INSERT_BEFORE)
-        return NodeEdit(same[-1][1], "\n" + line, INSERT_AFTER)
-    later = [stmt for key, stmt in keyed if key[0] > target[0]]
-    if later:
-        return NodeEdit(later[0], line + "\n\n", INSERT_BEFORE)
-    earlier = [stmt for key, stmt in keyed if key[0] < target[0]]
-    if earlier:
-        return NodeEdit(earlier[-1], "\n\n" + line, INSERT_AFTER)
-    if anchor is not None:
-        return NodeEdit(anchor, "\n" + line, INSERT_AFTER)
-    if ctx.module.body:
-        return NodeEdit(ctx.module.body[0], line + "\n", INSERT_BEFORE)
-    return NodeEdit(ctx.module, line + "\n", INSERT_BEFORE)
+    return line_placement(ctx.module, f"from {module_name} import {name}", (_section(module_name), 1, module_name.lower()))
 
 
 def _with_name(imp: cst.ImportFrom, name: str) -> cst.ImportFrom:
