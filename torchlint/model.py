@@ -64,10 +64,10 @@ class FileModel:
         self.tree = tree
         self.text = text
         self._index = index
-        #: (question, its answer) for every question asked so far, in order
+        #: question -> its answer, for every question asked so far, in order
         self.answers: Dict[str, object] = {}
-        #: a large text's chunks of top-level statements (``parsing.ast_chunks``), parsed again for
-        #: each question and never held together; None: ``tree`` is the whole file's
+        #: True: a large text read in chunks of top-level statements (``parsing.ast_chunks``), parsed
+        #: again for each question and never held together; False: ``tree`` is the whole file's
         self._chunked = False
         self._bindings: Optional[Tuple[Dict[str, Set[str]], List[str]]] = None
 
