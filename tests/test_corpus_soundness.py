@@ -21,6 +21,7 @@ import sys
 import pytest
 
 from corpora import corpus, corpus_files
+from test_editor_memo import _edit as editor_edit, _key
 from torchlint import editor_memo, engine
 from torchlint.config import Settings
 
@@ -52,32 +53,10 @@ def test_every_way_of_linting_a_corpus_gives_the_same_findings(name, tmp_path):
 
 
 def _edit(rng: random.Random, lines):
-    """One editor edit: a line typed, removed, duplicated or changed, a definition typed at the
-    top, or the last lines moved to the front."""
-    lines = list(lines)
-    kind = rng.randrange(6)
-    i = rng.randrange(len(lines)) if lines else 0
-    if kind == 0:
-        lines.insert(i, rng.choice(["\n", "# a note\n", "x = 1\n", "import torch as th\n", "    pass\n",
-                                    "    loss.item()\n", "        torch.cuda.synchronize()\n"]))
-    elif kind == 1 and len(lines) > 1:
-        del lines[i]
-    elif kind == 2 and lines:
-        lines.insert(i, lines[i])
-    elif kind == 3 and lines:
-        line = lines[i]
-        j = rng.randrange(len(line)) if line else 0
-        lines[i] = line[:j] + rng.choice(["", "a", " ", ")", ".cuda()", "(", ":", "DataLoader(ds)"]) + line[j + 1:]
-    elif kind == 4:
-        lines[:0] = ["def _typed():\n", "    return 1\n", "\n", "\n"]
-    else:
-        cut = rng.randrange(len(lines)) if lines else 0
-        lines = lines[cut:] + lines[:cut]
-    return lines
-
-
-def _key(diagnostics):
-    return [d.to_json() | {"noqa_rows": d.noqa_rows} for d in diagnostics]
+    """``test_editor_memo._edit``, also typing a per-step sync and a loader (facts the whole-file
+    model gives)."""
+    return editor_edit(rng, lines, typed_lines=("    loss.item()\n", "        torch.cuda.synchronize()\n"),
+                       typed=("DataLoader(ds)",))
 
 
 @pytest.mark.parametrize("name", ["timm", "transformers"])

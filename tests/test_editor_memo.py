@@ -41,13 +41,14 @@ def _fresh(text: str, path: str, settings: Settings, **kwargs):
     return engine.lint_source(text, path, settings, **kwargs)
 
 
-def _edit(rng: random.Random, lines):
-    """One random editor edit: a line typed, removed, duplicated or changed; definitions moved."""
+def _edit(rng: random.Random, lines, typed_lines=(), typed=()):
+    """One random editor edit: a line typed, removed, duplicated or changed; definitions moved.
+    ``typed_lines`` and ``typed``: more lines and pieces of text an edit may type in."""
     lines = list(lines)
     kind = rng.randrange(6)
     i = rng.randrange(len(lines)) if lines else 0
     if kind == 0:
-        lines.insert(i, rng.choice(["\n", "# a note\n", "x = 1\n", "import torch as th\n", "    pass\n"]))
+        lines.insert(i, rng.choice(["\n", "# a note\n", "x = 1\n", "import torch as th\n", "    pass\n", *typed_lines]))
     elif kind == 1 and len(lines) > 1:
         del lines[i]
     elif kind == 2 and lines:
@@ -55,7 +56,7 @@ def _edit(rng: random.Random, lines):
     elif kind == 3 and lines:
         line = lines[i]
         j = rng.randrange(len(line)) if line else 0
-        lines[i] = line[:j] + rng.choice(["", "a", " ", ")", ".cuda()", "(", ":"]) + line[j + 1:]
+        lines[i] = line[:j] + rng.choice(["", "a", " ", ")", ".cuda()", "(", ":", *typed]) + line[j + 1:]
     elif kind == 4:  # a definition at the top, pushing the others down
         lines[:0] = ["def _typed():\n", "    return 1\n", "\n", "\n"]
     else:  # the last lines moved to the front
