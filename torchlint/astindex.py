@@ -495,20 +495,6 @@ class AstIndex:
             if type(node) is ast.Name or type(node) is ast.Attribute:
                 yield node, parents, wanted
 
-    def matches(self, pattern: "re.Pattern[str]") -> bool:
-        """Does ``pattern`` match on a line of this index's statements (their comments too)?"""
-        return any(self.nodes_on(line) for line in self.lines_matching(pattern))
-
-    def compat_imports(self) -> bool:
-        """Is an ``import`` under a ``try`` or an ``if`` (compatibility code, as
-        ``compat_imported_names`` reads it: ``try: from functorch import vmap``)?"""
-        blocks = (ast.Try, ast.If, getattr(ast, "TryStar", ast.Try))
-        for line in self.word_lines("import"):
-            for node, parents in self.nodes_on(line):
-                if type(node) in (ast.Import, ast.ImportFrom) and any(type(p) in blocks for p in parents):
-                    return True
-        return False
-
     def keyword_calls(self, *keywords: str) -> List[Tuple[ast.Call, ast.keyword, Path]]:
         """(call, keyword, ancestors of the call) for calls passing one of ``keywords`` by name."""
         found = []

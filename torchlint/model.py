@@ -43,11 +43,16 @@ if TYPE_CHECKING:  # pragma: no cover
 #: tagged ``"d"`` (function) or ``"c"`` (class). The module is ``()``.
 Scope = Tuple[Tuple[str, str], ...]
 
+# Compatibility code (rules/compat.py reads these too): a `try` catching one of these errors, or
+# an `if` whose test picks code by torch version: `torch.__version__ >= "2.0"`,
+# `version.parse(...)`, `is_torch_greater_or_equal("2.2")`, `_TORCH_GREATER_EQUAL_2_0`,
+# `TORCH_VERSION` ("version" as a word part: not "conversion"; `is_torch_xla_available()` is a
+# backend check, not a version) ...
 _COMPAT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
-# the same test as rules/compat.py's ``_VERSION_TEST`` (an ``if`` that picks code by version)
 _VERSION_TEST = re.compile(
     r"(?<![a-z])version|torch_(?:greater|less|ge|gt|le|lt|at_least|older|newer)|_TORCH_\w*\d", re.IGNORECASE
 )
+# ... or a torch feature: `hasattr(torch, "compile")`, `getattr(torch.backends, "mps", None)`.
 _FEATURE_TESTS = frozenset({"hasattr", "getattr"})
 _TORCH_PACKAGES = ("torch", "functorch", "torchvision")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -161,7 +166,7 @@ class FileModel:
             calls = [(node, ()) for node in ast.walk(self.tree) if isinstance(node, ast.Call)]
         names: Set[str] = set()
         for call, _ in calls:
-            parent = _assignment_of(self.tree, call, index)
+            parent = _assignment_of(call, index)
             if parent is None:
                 continue
             callee = _dotted(call.func)
@@ -381,7 +386,7 @@ def _dotted(node: ast.AST) -> Optional[str]:
     return ".".join(reversed(parts))
 
 
-def _assignment_of(tree: ast.Module, call: ast.Call, index: "AstIndex"):
+def _assignment_of(call: ast.Call, index: "AstIndex"):
     """The ``Assign``/``AnnAssign`` whose value is ``call``, or None."""
     for node, _ in index.nodes_on(call.lineno):
         kind = type(node)

@@ -11,7 +11,6 @@ purpose; TorchFix flagged it and users had to suppress it by hand.
 from __future__ import annotations
 
 import functools
-import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from torchlint import _cst as cst
@@ -27,7 +26,7 @@ from torchlint.deprecations import (
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import line_after, with_keyword_args
 from torchlint.imports import dotted_name
-from torchlint.model import scope_of
+from torchlint.model import _COMPAT_ERRORS, _FEATURE_TESTS, _TORCH_PACKAGES, _VERSION_TEST, scope_of
 from torchlint.rules.base import Rule
 from torchlint.syntax import get_arg, has_star_args, literal_value, may_bind
 from torchlint.tree import walk
@@ -48,16 +47,8 @@ _PICKLE_MODULE_POSITION = 2
 _WEIGHTS_ONLY_DEFAULT_TRUE = (2, 6)
 
 # -- compatibility code ------------------------------------------------------------------------
-_COMPAT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
-# A test that picks code by torch version: `torch.__version__ >= "2.0"`, `version.parse(...)`,
-# `is_torch_greater_or_equal("2.2")`, `_TORCH_GREATER_EQUAL_2_0`, `TORCH_VERSION`. ("version" as
-# a word part: not "conversion"; `is_torch_xla_available()` is a backend check, not a version.)
-_VERSION_TEST = re.compile(
-    r"(?<![a-z])version|torch_(?:greater|less|ge|gt|le|lt|at_least|older|newer)|_TORCH_\w*\d", re.IGNORECASE
-)
-# ... or a torch feature: `hasattr(torch, "compile")`, `getattr(torch.backends, "mps", None)`.
-_FEATURE_TESTS = frozenset({"hasattr", "getattr"})
-_TORCH_PACKAGES = ("torch", "functorch", "torchvision")
+# What makes code compatibility code (caught import errors, a version or feature test): the
+# whole-file model's definitions, read here on libcst's tree of the code a rule walks.
 # Imports in compatibility code that bind an old spelling TL904/TL907 would otherwise follow.
 _COMPAT_IMPORT_TARGETS = frozenset({"functorch", "torch.cuda.amp", "torch.cpu.amp"})
 
