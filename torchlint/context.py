@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from torchlint import _cst as cst
 
@@ -19,8 +19,32 @@ from torchlint.semantic import SemanticModel
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
-    from torchlint.config import Settings
-    from torchlint.rules.base import Rule
+
+
+# The context names neither the configuration nor the rule classes: both sit above it (the rules
+# import the context; the configuration expands codes through the rules' registry), so what it
+# reads of them is written here as protocols, and no import runs back up.
+class Settings(Protocol):
+    """What a file's context reads of its settings (``config.Settings`` is one)."""
+
+    @property
+    def target_torch_version(self) -> Tuple[int, int]: ...
+
+
+class Rule(Protocol):
+    """What a finding keeps of the rule that reported it (``rules.base.Rule`` is one)."""
+
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def hint(self) -> Optional[str]: ...
+
+    @property
+    def skip_in_tests(self) -> bool: ...
 
 REPLACE = "replace"
 INSERT_BEFORE = "insert-before"

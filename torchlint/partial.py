@@ -28,6 +28,7 @@ import bisect
 from typing import TYPE_CHECKING, Callable, Collection, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Type, cast
 
 from torchlint.astindex import statement_first_line, statement_groups
+from torchlint.positions import PartialMismatch  # raised where positions are read; re-exported for the engine
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.rules.base import Rule
@@ -42,11 +43,6 @@ MIN_TABLE_LINES = 8
 # An editor's walk plan is skipped when the definitions it has no answers for hold more than
 # this share of the file's lines (after its first lint, whose answers it keeps).
 FRESH_SHARE = 0.5
-
-
-class PartialMismatch(Exception):
-    """A position was needed inside a stub, or a statement of a partial module could not be placed
-    exactly in the text: the file is linted again from a whole parse."""
 
 
 class Piece(NamedTuple):

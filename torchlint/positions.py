@@ -27,6 +27,11 @@ from torchlint import _cst as cst
 from torchlint.astindex import statement_first_line
 from torchlint.guards import deep_call
 
+
+class PartialMismatch(Exception):
+    """A position was needed inside a stub, or a statement of a partial module could not be placed
+    exactly in the text: the file is linted again from a whole parse."""
+
 Span = Tuple[int, int]
 
 
@@ -303,8 +308,6 @@ class Positions:
         span = self.spans.get(node)
         if span is None and not self._whole and not protocol_ok():  # this libcst: the public path only
             if self.stubs is not None:
-                from torchlint.partial import PartialMismatch
-
                 raise PartialMismatch()  # its code is not the text: the caller parses the whole file
             self._generate_all()
             span = self.spans[node]
@@ -325,8 +328,6 @@ class Positions:
     def _partial_span(self, node: cst.CSTNode, top: Optional[cst.CSTNode]) -> Span:
         """``node``'s span in a partial module: from ``top``, else from each statement that is
         not a stub in turn; ``PartialMismatch`` when it is in a stub or cannot be placed."""
-        from torchlint.partial import PartialMismatch
-
         stubs = self.stubs or frozenset()
         order = [top] if top is not None else []
         order += [stmt for stmt in self.module.body if stmt is not top]
