@@ -203,7 +203,9 @@ def _messages(body: str):
 def test_bound_then_moved_is_flagged(body, row):
     found = _messages(body)
     assert [r for r, _ in found] == [row]
-    assert found[0][1].startswith("`m` created on the CPU then moved; pass `device=`")
+    legacy = "FloatTensor" in body  # a legacy constructor takes no device=: torch.empty does
+    advice = "build it with `torch.empty(" if legacy else "pass `device=`"
+    assert found[0][1].startswith(f"`m` created on the CPU then moved; {advice}")
 
 
 @pytest.mark.parametrize(
@@ -271,3 +273,32 @@ def test_bound_fix_text():
 def test_bound_without_fix(body):
     _, found = lint(body)
     assert len(found) == 1 and found[0].fix is None
+
+
+# -- issue 29 class 4 -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "body, row",
+    [
+        ("def f(x, device):\n    return torch.Tensor(x.size()).zero_().to(device)\n", 3),
+        ("def f(x, device):\n    return torch.FloatTensor(x.shape[0]).cuda()\n", 3),
+        ("def f(x, n):\n    m = torch.zeros(n)\n    if x.is_cuda:\n        m = m.cuda()\n    return m + 1\n", 5),
+        ("def f(x, n):\n    m = torch.zeros(n)\n    if x.device.type == 'cuda':\n        m = m.to('cuda')\n    return m\n", 5),
+    ],
+)
+def test_sized_legacy_and_guarded_moves_are_flagged(body, row):
+    assert [r for r, _ in _messages(body)] == [row]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def f(x, device):\n    return torch.Tensor(x).to(device)\n",
+        "def f(x, device):\n    return torch.Tensor(x.tolist()).to(device)\n",
+        "def f(x, n):\n    m = torch.zeros(n)\n    if x.is_cuda:\n        m = m.cuda()\n        print(1)\n    return m\n",
+        "def f(x, n):\n    m = torch.zeros(n)\n    if x.is_cuda:\n        k = m.cuda()\n        return k\n    return m\n",
+        "def f(x, n, ok):\n    m = torch.zeros(n)\n    if x.is_cuda or ok:\n        m = m.cuda()\n    return m\n",
+    ],
+)
+def test_legacy_data_and_other_guards_stay_silent(body):
+    assert _messages(body) == []

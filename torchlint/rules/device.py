@@ -24,6 +24,7 @@ from torchlint.syntax import (
     literal_value,
     method_call,
     move_arguments,
+    name_tokens,
     tensor_factory,
 )
 from torchlint.torch_api import (
@@ -219,10 +220,11 @@ HOST_CHAIN_METHODS = frozenset({
     "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "t", "transpose", "permute",
     "contiguous", "flatten",
 })
-# torch.FloatTensor(n, m) and friends: a legacy constructor; given sizes it builds on the CPU.
+# torch.FloatTensor(n, m) and friends: a legacy constructor; given sizes it builds on the CPU
+# (``torch.Tensor(n, m)``, the default dtype, too: issue 29 class 4).
 LEGACY_TENSOR_TYPES = frozenset({
     "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
-    "ShortTensor", "ByteTensor", "CharTensor", "BoolTensor",
+    "ShortTensor", "ByteTensor", "CharTensor", "BoolTensor", "Tensor",
 })
 # Constructors that copy host data: with device= the data is still built on the CPU and copied
 # (torch.tensor(list, device=d) does exactly that internally), so moving afterwards costs nothing more.
@@ -366,7 +368,10 @@ class TensorMovedAfterCreation(Rule):
             elif dtype is None:
                 fix = self._bound_fix(node, receiver, bound[0], factory, short, device)
         what = f"`{receiver.value}` created" if bound is not None else "Tensor created"
-        self.report(node, f"{what} on the CPU then moved; pass `device=` to the factory",
+        # a legacy constructor takes no device= (`torch.FloatTensor(n, device="cuda")` raises)
+        advice = ("build it with `torch.empty(..., dtype=..., device=...)`" if short in LEGACY_TENSOR_TYPES
+                  else "pass `device=` to the factory")
+        self.report(node, f"{what} on the CPU then moved; {advice}",
                     fix=fix, hint=self.hint + self._every_step())
 
     def _names_bound_to_constructors(self) -> frozenset:
@@ -429,9 +434,33 @@ class TensorMovedAfterCreation(Rule):
         reads = [n for n in walk(scope.node.body) if isinstance(n, cst.Name) and n.value == name.value
                  and id(n) not in store_ids and n is not binding.node]
         uses = [n for n in reads if any(b is binding for b in model.lookup(n) or ())]
-        if len(uses) != 1 or uses[0] is not name:
+        if name not in uses:
             return None
+        if len(uses) > 1:
+            # `m = m.cuda()` under `if x.is_cuda:`: a later read sees the host tensor only where
+            # the test said there is no device (issue 29 class 4); any other read keeps it silent
+            moved = self._guarded_rebinding(name, scope)
+            if moved is None or not all(n is name or any(b is moved for b in model.lookup(n) or ()) for n in uses):
+                return None
         return binding, created
+
+    def _guarded_rebinding(self, name: cst.Name, scope):
+        """The binding ``m = m.cuda()`` makes when this move is that statement, alone in the body
+        of an ``if`` that asks whether a device is in use (``x.is_cuda``, ``use_cuda``,
+        ``torch.cuda.is_available()``, ``x.device.type == "cuda"``); else None."""
+        up = self.ctx.ancestors
+        if len(up) < 5:
+            return None
+        statement, line, block, guard = up[-1], up[-2], up[-3], up[-4]
+        if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0].target, cst.Name)
+                and statement.targets[0].target.value == name.value
+                and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+                and isinstance(guard, cst.If) and guard.body is block and isinstance(block, cst.IndentedBlock)
+                and len(block.body) == 1 and _asks_for_device(self.ctx, guard.test)):
+            return None
+        target = statement.targets[0].target
+        return next((b for b in scope.bindings.get(name.value, ()) if b.node is target), None)
 
     def _every_step(self) -> str:
         """Where the move repeats: a loop around it, or a function that runs every step."""
@@ -506,16 +535,53 @@ class TensorMovedAfterCreation(Rule):
         )
 
 
+_DEVICE_WORDS = frozenset({"cuda", "gpu"})
+
+
+def _asks_for_device(ctx, test: cst.BaseExpression) -> bool:
+    """``x.is_cuda``, ``use_cuda``/``args.cuda``/``self.use_gpu``, ``torch.cuda.is_available()``,
+    ``x.device.type == "cuda"`` (no ``not``, ``and``, ``or``)."""
+    if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+        return True
+    if isinstance(test, (cst.Name, cst.Attribute)):
+        return bool(set(name_tokens(test)) & _DEVICE_WORDS)
+    if isinstance(test, cst.Call):
+        return not test.args and ctx.resolve_call(test) == "torch.cuda.is_available"
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        return isinstance(target.operator, cst.Equal) and literal_value(target.comparator) == "cuda"
+    return False
+
+
 def _legacy_sizes(call: cst.Call) -> bool:
     """``torch.FloatTensor(n, m)`` builds an uninitialised tensor of that size; one argument may
-    be data (``torch.FloatTensor(values)``), so only an integer literal counts there."""
+    be data (``torch.FloatTensor(values)``), so only a size counts there: an integer literal,
+    ``x.size()``/``x.size(0)``, ``x.shape`` (or a part of it, ``x.shape[0]``, ``x.shape[1:]``),
+    ``len(...)``."""
     positional = [a for a in call.args if a.keyword is None and not a.star]
     if len(positional) != len(call.args) or not positional:
         return False
     if len(positional) == 1:
-        value = literal_value(positional[0].value)
-        return isinstance(value, int) and not isinstance(value, bool)
+        return _is_size(positional[0].value)
     return not any(isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) for a in positional)
+
+
+def _is_size(node: cst.BaseExpression) -> bool:
+    """A size as one argument: an int literal, ``x.size(...)``, ``x.shape[...]``, ``len(...)``."""
+    value = literal_value(node)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return True
+    if isinstance(node, cst.Subscript):
+        node = node.value
+        return isinstance(node, cst.Attribute) and node.attr.value == "shape"
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "shape"
+    if isinstance(node, cst.Call):
+        method = method_call(node)
+        if method is not None:
+            return method[1] == "size"
+        return isinstance(node.func, cst.Name) and node.func.value == "len" and len(node.args) == 1
+    return False
 
 
 def _takes_device(factory: cst.Call, short: str) -> bool:
