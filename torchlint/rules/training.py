@@ -10,7 +10,7 @@ the rules silent.
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from torchlint import _cst as cst
 
@@ -758,6 +758,8 @@ class RetainedGraph(Rule):
             acc, value, check = found
             if acc.value in feeding or not self._outlives(loop, acc, check, site.node):
                 continue
+            if check == "dict" and isinstance(site.node, cst.Assign) and not self._key_varies(loop, site.node):
+                continue  # `losses["d"] = d_loss`: overwritten every step, one graph held, not a history
             if self._fresh_each_step(loop, acc, check, site.node):
                 continue
             if not self._carries_graph(value, graph):
@@ -789,6 +791,18 @@ class RetainedGraph(Rule):
             if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
                 return target.value, node.value, "dict"
         return None
+
+    def _key_varies(self, loop, store: cst.Assign) -> bool:
+        """Does the key of ``acc[key] = value`` change from step to step: does it read the loop's
+        own variables (``history[step]``), a counter the loop adds to (``i += 1``) or a name the
+        loop derives from those? A constant key (``losses["d"]``), a name the loop does not
+        change, or a key of a nested loop over a fixed set overwrites the same entries: a store,
+        not a history."""
+        varying = memo(self.ctx, "step_varying_names", loop, lambda: _step_varying_names(self.ctx, loop))
+        target = store.targets[0].target
+        if not isinstance(target, cst.Subscript):
+            return False
+        return any(isinstance(n, cst.Name) and n.value in varying for e in target.slice for n in walk(e))
 
     def _acc_bindings(self, acc: cst.Name, kind: str, statement: cst.CSTNode):
         semantic = self.ctx.semantic
@@ -878,7 +892,7 @@ class RetainedGraph(Rule):
             value = node.value
             if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and (
                     isinstance(value.func, cst.Name) or dotted_name(value.func) == f"self.{getattr(value.func.attr, 'value', '')}"):
-                if semantic.resolve_call(value) is None:
+                if semantic.resolve_call(value) is None and not self._data_helper(value):
                     for t in node.targets:
                         graph |= {n.value for n in walk(t.target) if isinstance(n, cst.Name) and n.value in feeding}
         for _ in range(4):
@@ -889,6 +903,39 @@ class RetainedGraph(Rule):
             if len(graph) == before:
                 break
         return graph
+
+    def _data_helper(self, call: cst.Call) -> bool:
+        """Is ``call`` a function of this file that runs no model: its body calls none of its
+        parameters and no ``self.<attribute>`` (``apply_random_mask(imgs)``)? Its result is
+        made from the data it is handed, not a model output."""
+        function = self.ctx.semantic.module_function(call.func) if isinstance(call.func, cst.Name) else None
+        if function is None:
+            return False
+
+        def compute() -> bool:
+            semantic = self.ctx.semantic
+            params = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                             *function.params.kwonly_params)}
+            local = params | {n.value for t in walk(function.body) if isinstance(t, (cst.AssignTarget, cst.For))
+                              for n in walk(t.target) if isinstance(n, cst.Name)}
+            for n in walk(function.body):
+                if not isinstance(n, cst.Call) or semantic.resolve_call(n) is not None:
+                    continue  # torch.rand_like(x), np.clip(...)
+                func = n.func
+                if isinstance(func, cst.Name):
+                    if func.value in params or func.value not in _HARMLESS_BUILTINS:
+                        return False  # model(x), net(x), another helper: it may run a model
+                    continue
+                root = func
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+                    return False
+                if not isinstance(root, cst.Name) or root.value == "self" or root.value not in local:
+                    return False  # self.net(x), a global model's method: not followed
+            return True
+
+        return memo(self.ctx, "data_helper", function, compute)
 
     def _carries_graph(self, value: cst.BaseExpression, graph: Set[str]) -> bool:
         if not _graph_expression(value, graph):
@@ -908,6 +955,31 @@ class RetainedGraph(Rule):
         self.report(value, self.message.format(value=text if len(text) <= 30 else "the value", acc=acc.value), fix,
                     hint=f"`{acc.value}` outlives the step, so every step's graph stays alive and memory grows; "
                          f"store `{detached}`.")
+
+
+def _step_varying_names(ctx, loop) -> FrozenSet[str]:
+    """Names whose value changes every iteration of ``loop``: its own target (``for step, (x,
+    y) in enumerate(loader)``), names the body adds to (``i += 1``), and names the body assigns
+    from those (``global_step = epoch * n + i``). Names bound by a nested loop's target are not:
+    a nested loop over a fixed set gives the same keys every step."""
+    varying: Set[str] = set()
+    if isinstance(loop, cst.For):
+        varying |= {n.value for n in walk(loop.target) if isinstance(n, cst.Name)}
+    assigns = []
+    for site in loop_sites(ctx, loop):
+        node = site.node
+        if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            varying.add(node.target.value)
+        elif isinstance(node, cst.Assign):
+            assigns.append(node)
+    for _ in range(3):
+        before = len(varying)
+        for node in assigns:
+            if any(isinstance(n, cst.Name) and n.value in varying for n in walk(node.value)):
+                varying |= {n.value for t in node.targets for n in walk(t.target) if isinstance(n, cst.Name)}
+        if len(varying) == before:
+            break
+    return frozenset(varying)
 
 
 def _detached(value: cst.BaseExpression) -> bool:
