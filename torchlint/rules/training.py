@@ -1074,6 +1074,8 @@ class NoGradInEval(Rule):
                                        name_tokens(cst.parse_expression(callee))[-1] in MODEL_WORDS):
                 model = (site.node, callee)
                 break
+        if model is None and function is not None:
+            model = _model_handed_in_eval_mode(ctx, node, function)
         if model is None:
             return
         if function is not None and not _called_with_grad_on(ctx, function, 0):
@@ -1118,6 +1120,80 @@ def _modes_before(ctx, scope, loop) -> Dict[str, str]:
         return modes
 
     return memo(ctx, "modes_before", loop, compute)
+
+
+def _model_handed_in_eval_mode(ctx, loop: cst.For, function: cst.FunctionDef) -> Optional[Tuple[cst.Call, str]]:
+    """(call, name) of the first call in ``loop`` (gradients on) of a parameter of ``function``
+    (``model(x)``, ``model.forward(x)``) that every reference to ``function`` in this file hands
+    a model put in eval mode before the call (``model.eval()`` then ``compute_accuracy(model,
+    loader)``, in a caller or in a notebook's module-level cell). None when a caller cannot be
+    seen, passes something else there, or that model's mode at the call is unknown or
+    training (issue 29, class 3: the mode is set where the function is called)."""
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    keyword_only = {p.name.value for p in function.params.kwonly_params}
+    modes = _modes_before(ctx, function, loop)
+    for site in loop_sites(ctx, loop):
+        if site.grad_off or not isinstance(site.node, cst.Call) or ctx.semantic.resolve_call(site.node) is not None:
+            continue
+        func = site.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        if not isinstance(func, cst.Name) or (func.value not in params and func.value not in keyword_only):
+            continue
+        if func.value in modes:
+            continue  # the function sets the mode itself
+        if _every_caller_hands_eval_mode(ctx, function, func.value, params):
+            return site.node, func.value
+    return None
+
+
+def _every_caller_hands_eval_mode(ctx, function: cst.FunctionDef, param: str, params: List[str]) -> bool:
+    def compute() -> bool:
+        sites = _call_sites(ctx).get(id(function), [])
+        if not sites:
+            return False
+        for node, holder, _off, called in sites:
+            call = _call_of(ctx, node)
+            if not called or call is None:
+                return False
+            position = params.index(param) if param in params else None
+            if position is not None and params[:1] in (["self"], ["cls"]) and isinstance(call.func, cst.Attribute):
+                position -= 1  # self.evaluate(model, loader)
+            argument = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+            if argument is None and position is not None and 0 <= position < len(call.args):
+                positional = call.args[:position + 1]
+                if all(a.keyword is None and not a.star for a in positional):
+                    argument = call.args[position].value
+            name = dotted_name(argument) if argument is not None else None
+            if name is None or _modes_at(ctx, holder or ctx.module, call).get(name) != "eval":
+                return False
+        return True
+
+    return memo(ctx, f"callers_hand_eval_{param}", function, compute)
+
+
+def _call_of(ctx, reference: cst.CSTNode) -> Optional[cst.Call]:
+    """The call whose callee is ``reference`` (a ``_call_sites`` entry), found among the
+    references' ancestors by a walk of the module held once per file."""
+    def compute() -> Dict[int, cst.Call]:
+        return {id(n.func): n for n in walk(ctx.module) if isinstance(n, cst.Call)}
+
+    return memo(ctx, "calls_by_callee", ctx.module, compute).get(id(reference))
+
+
+def _modes_at(ctx, scope, call: cst.Call) -> Dict[str, str]:
+    """dotted name -> "eval"/"train": the last ``x.eval()`` / ``x.train(...)`` of ``scope``'s own
+    code (not its nested functions or classes) before ``call``, in the order of the text."""
+    def compute():
+        modes: Dict[str, str] = {}
+        body = scope.body if scope is not ctx.module else scope
+        for node in walk(body, scope_types()):
+            if node is call:
+                break
+            _record_mode(node, modes)
+        return modes
+
+    return memo(ctx, "modes_at", call, compute)
 
 
 def _record_mode(node, modes: Dict[str, str]) -> None:
