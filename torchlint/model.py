@@ -139,7 +139,8 @@ class FileModel:
         return _merged(answers)
 
     def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators",
-                                                 "global_names", "default_device_settings")) -> str:
+                                                 "global_names", "default_device_settings",
+                                                 "loader_classes", "batches")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -150,7 +151,10 @@ class FileModel:
 
     # -- loaders ---------------------------------------------------------------------------------
     def loader_names(self) -> FrozenSet[str]:
-        """Dotted names assigned from a ``DataLoader(...)`` call anywhere in the file."""
+        """Dotted names assigned from a ``DataLoader(...)`` call anywhere in the file (a call of one
+        of ``loader_classes()`` too)."""
+        if "loader_names" not in self.answers:
+            self.loader_classes()  # a whole-file answer, asked before the chunks are read
         return cast(FrozenSet[str], self._ask("loader_names", self._loader_names))
 
     def _loader_names(self) -> FrozenSet[str]:
@@ -161,7 +165,8 @@ class FileModel:
         # the aliases its own statements make)
         aliases = sorted(local for local, qualified in index.bindings().items()
                          if local != "DataLoader" and any(canonical_name(q) == DATALOADER for q in qualified))
-        calls = index.calls_of("DataLoader", *aliases)
+        classes = self.loader_classes()  # subclasses, a library's loaders (asked first: whole-file)
+        calls = index.calls_of("DataLoader", *aliases, *sorted(classes))
         if calls is None:  # spellings the word search cannot follow: walk the tree
             calls = [(node, ()) for node in ast.walk(self.tree) if isinstance(node, ast.Call)]
         names: Set[str] = set()
@@ -172,7 +177,7 @@ class FileModel:
             callee = _dotted(call.func)
             if callee is None or ("." in callee and not callee.endswith(".DataLoader")):
                 continue
-            if not index.resolves(call.func, lambda name: canonical_name(name) == DATALOADER):
+            if callee not in classes and not index.resolves(call.func, lambda name: canonical_name(name) == DATALOADER):
                 continue
             targets = parent.targets if type(parent) is ast.Assign else [parent.target]
             for target in targets:
@@ -180,6 +185,55 @@ class FileModel:
                 if name:
                     names.add(name)
         return frozenset(names)
+
+    # -- loader classes and batches (issue 29, classes 1 and 2; torchlint/loaderfacts.py) ------------
+    # Facts: ``loader_classes()``: local names, besides torch's, whose calls build a DataLoader (a
+    # library's subclass such as ``monai.data.DataLoader``, the file's own ``class
+    # AudioDataLoader(DataLoader)``); ``batch_names(scope)``: the names of a function (or of the
+    # module) bound only to a batch drawn from a loader, as the loader yielded it, or a part of one
+    # (``for b in loader``, ``b = next(iter(loader))``, ``next(it)``, a generator of the file
+    # that yields a loader's batches, ``x, y = b``, ``b[0]``, the variable of ``[t.to(d) for t in
+    # b]``); ``batch_loaders(scope)``: each of those names -> the loaders it is drawn from.
+    def loader_classes(self) -> FrozenSet[str]:
+        """Local names besides torch's own whose calls build a DataLoader (see above)."""
+        return cast(FrozenSet[str], self._ask("loader_classes", self._loader_classes))
+
+    def _loader_classes(self) -> FrozenSet[str]:
+        if "DataLoader" not in self.text:  # every subclass and library loader spells it
+            return frozenset()
+        from torchlint.loaderfacts import loader_classes
+
+        index = self.index
+        return loader_classes(self.tree, lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER))
+
+    def batches(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+        """scope -> (name, loader) for the names of each scope bound only to a batch."""
+        if "oader" not in self.text:  # no loader is spelt: no batch can be drawn
+            return cast(Dict[Scope, FrozenSet[Tuple[str, str]]], self._ask("batches", dict))
+        names, classes = self.loader_names(), self.loader_classes()  # whole-file answers first
+        return cast(Dict[Scope, FrozenSet[Tuple[str, str]]], self._ask("batches", lambda: self._batches(names, classes)))
+
+    def batch_names(self, scope: Scope) -> FrozenSet[str]:
+        """Names of ``scope`` (a function's, ``()`` the module's) bound only to a batch drawn from
+        a loader, as it was drawn, or to a part of one."""
+        return frozenset(name for name, _ in self.batches().get(scope, ()))
+
+    def batch_loaders(self, scope: Scope) -> Dict[str, FrozenSet[str]]:
+        """name -> the loaders (dotted names, or ``callee()``) its batch is drawn from."""
+        found: Dict[str, Set[str]] = {}
+        for name, loader in self.batches().get(scope, ()):
+            found.setdefault(name, set()).add(loader)
+        return {name: frozenset(loaders) for name, loaders in found.items()}
+
+    def _batches(self, names: FrozenSet[str], classes: FrozenSet[str]) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+        from torchlint.loaderfacts import batch_sources
+
+        index = self.index
+        found = batch_sources(self.tree, names, classes,
+                              lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER))
+        if self._chunked:  # module-level names are bound across chunks: not known from one
+            found.pop((), None)
+        return found
 
     # -- compatibility imports -------------------------------------------------------------------
     def compat_bindings(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:

@@ -1,0 +1,491 @@
+"""Loaders and batches, read from CPython's tree of the whole file: the facts behind the whole-file
+model's ``loader_classes()`` and ``batch_sources(scope)`` (``model.py`` asks these functions once
+per file and records the answers; rules ask the model, never this module).
+
+- **Loader classes**: the names a file calls to build a ``torch.utils.data.DataLoader``
+  besides torch's own: a library's subclass that takes DataLoader's keywords
+  (``from monai.data import DataLoader``) and the file's own subclasses
+  (``class AudioDataLoader(DataLoader)``, through other subclasses of the file).
+- **Batches**: in each function (and at module level: scripts, notebooks), the names bound to a
+  batch as a loader yielded it, or to a part of one. A batch is drawn by ``for b in loader``
+  (through ``enumerate``/``tqdm``/``zip``), ``next(iter(loader))``, ``next(it)`` where
+  ``it = iter(loader)`` (``self.it`` too, bound in any method of the class), a generator of the
+  file that yields what a ``for`` over its parameter gives (``def cycle(dl): while True: for b in
+  dl: yield b``; ``for b in cycle(loader)``, ``next(self.dl)`` with ``self.dl = cycle(dl)``). A
+  part: ``x, y = batch``, ``batch[0]``, ``batch["ids"]``, ``batch.x``, and the variable of a
+  comprehension over the batch (``[t.to(dev) for t in batch]``, ``{k: v.to(dev) for k, v in
+  batch.items()}``, ``tuple(t.to(dev) for t in batch)``). A name counts only when *every*
+  binding of it in that scope is such a batch: ``batch = tuple(t.to(dev) for t in batch)`` makes
+  ``batch`` a moved copy (not a batch as the loader yielded it) while ``t`` stays one.
+  Comprehensions read a name as the statements before them left it (source order).
+- **Loaders**: a name bound to a loader call of the file (``model.loader_names``), a name whose
+  last part says loader (``train_loader``, ``self.val_dataloader``; not ``loaders``), a call of a
+  loader class, or a call whose callee says loader (``self.train_dataloader()``,
+  ``get_loader(ds)``).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+# DataLoader subclasses of libraries that take torch DataLoader's keywords (by keyword: their
+# positional order differs). monai's ThreadDataLoader is not here: its workers are threads too.
+LIBRARY_LOADERS = frozenset({
+    "monai.data.DataLoader", "monai.data.dataloader.DataLoader",
+    "torch_geometric.loader.DataLoader", "torch_geometric.loader.dataloader.DataLoader",
+    "torch_geometric.data.DataLoader",
+})
+_TORCH_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# Calls that hand a loader's items through: `for i, b in enumerate(tqdm(loader))`.
+_WRAPPERS = frozenset({"enumerate", "tqdm", "track", "iter", "zip"})
+# Methods of a batch container whose results hand its values through.
+_VIEWS = frozenset({"items", "values"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+Scope = Tuple[Tuple[str, str], ...]
+
+
+def dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+# -- loader classes ------------------------------------------------------------------------------
+def loader_classes(tree: ast.Module, torch_loader) -> FrozenSet[str]:
+    """Local names (``DataLoader``, ``MonaiLoader``, ``AudioDataLoader``) that build a DataLoader
+    other than through torch's own name. ``torch_loader(node)``: does a Name/Attribute resolve to
+    torch's DataLoader (the file's import table)."""
+    found: Set[str] = set()
+    classes: List[ast.ClassDef] = []
+    imported: Dict[str, str] = {}
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.ImportFrom and node.module and node.level == 0:  # type: ignore[attr-defined]
+            for alias in node.names:  # type: ignore[attr-defined]
+                if f"{node.module}.{alias.name}" in LIBRARY_LOADERS:  # type: ignore[attr-defined]
+                    found.add(alias.asname or alias.name)
+        elif kind is ast.Import:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name.split(".", 1)[0] in ("monai", "torch_geometric"):
+                    top = alias.name.split(".", 1)[0]
+                    imported[alias.asname or top] = alias.name if alias.asname else top
+        elif kind is ast.ClassDef and node.bases:  # type: ignore[attr-defined]
+            classes.append(node)  # type: ignore[arg-type]
+
+    def is_loader(base: ast.expr) -> bool:
+        name = dotted(base)
+        if name is None:
+            return False
+        if name in found:
+            return True
+        head, _, rest = name.partition(".")
+        if head in imported and f"{imported[head]}.{rest}" in LIBRARY_LOADERS:
+            return True
+        return torch_loader(base)
+
+    changed = True
+    while changed:  # subclasses of subclasses
+        changed = False
+        for cls in classes:
+            if cls.name not in found and any(is_loader(b) for b in cls.bases):
+                found.add(cls.name)
+                changed = True
+    return frozenset(found)
+
+
+def library_loader_call(func: ast.expr, tree_imports: Dict[str, str]) -> bool:
+    """``monai.data.DataLoader(...)`` spelt through ``import monai`` (``tree_imports``: local
+    name -> module)."""
+    name = dotted(func)
+    if name is None or "." not in name:
+        return False
+    head, _, rest = name.partition(".")
+    return f"{tree_imports.get(head, head)}.{rest}" in LIBRARY_LOADERS
+
+
+# -- batches -------------------------------------------------------------------------------------
+class _Scan:
+    """One scope's statements in source order: which names hold a batch (and from which loader)."""
+
+    def __init__(self, facts: "_BatchFacts", scope: Scope, node: ast.AST, cls: Optional[str],
+                 child_cls: Optional[str] = None) -> None:
+        self.facts, self.scope, self.node, self.cls = facts, scope, node, cls
+        #: the class a nested definition's ``self`` is (the class whose body this scan reads)
+        self.child_cls = child_cls
+        #: name -> loaders for names a statement last bound to a batch (None: bound to anything else)
+        self.state: Dict[str, Optional[FrozenSet[str]]] = {}
+        #: name -> loaders for names bound to an iterator of a loader (``it = iter(loader)``)
+        self.iterators: Dict[str, Optional[FrozenSet[str]]] = {}
+        #: name -> loaders of its batch bindings; ``other``: names with some other binding
+        self.batch: Dict[str, Set[str]] = {}
+        self.other: Set[str] = set()
+
+    # what an expression is -------------------------------------------------------------------
+    def loader(self, node: ast.expr) -> Optional[str]:
+        """The loader ``node`` is (a dotted name or the callee's text), or None."""
+        facts = self.facts
+        if type(node) is ast.Call:
+            callee = dotted(node.func)
+            if callee is None:
+                return None
+            last = callee.rsplit(".", 1)[-1]
+            if callee in facts.classes or facts.is_torch_loader(node.func) or last in facts.classes:
+                return f"{callee}()"
+            low = last.lower()
+            if "loader" in low and not low.endswith("loaders") and not low.startswith("load"):
+                return f"{callee}()"
+            return None
+        name = dotted(node)
+        if name is None:
+            return None
+        if name in facts.loader_names:
+            return name
+        return name if _says_loader(name) else None
+
+    def iterator(self, node: ast.expr) -> Optional[FrozenSet[str]]:
+        """Loaders whose batches ``next(node)`` draws: ``iter(loader)``, a name or ``self``
+        attribute bound to one, a generator of the file called on a loader."""
+        if type(node) is ast.Call:
+            call: ast.Call = node
+            callee = dotted(call.func)
+            if callee == "iter" and len(call.args) == 1:
+                loader = self.loader(call.args[0])
+                return frozenset({loader}) if loader else None
+            return self.generated(call)
+        if type(node) is ast.Name:
+            return self.iterators.get(node.id)
+        name = dotted(node)
+        if name is not None and name.startswith("self.") and name.count(".") == 1 and self.cls is not None:
+            return self.facts.attribute_iterators.get((self.cls, name[5:]))
+        return None
+
+    def generated(self, call: ast.Call) -> Optional[FrozenSet[str]]:
+        """A generator function of the file yielding its parameter's items, called on a loader."""
+        callee = dotted(call.func)
+        source = self.facts.generators.get(callee or "")
+        if isinstance(source, str):
+            return frozenset({source})
+        if not isinstance(source, int) or source >= len(call.args) or any(
+                type(a) is ast.Starred for a in call.args[:source + 1]):
+            return None
+        loader = self.loader(call.args[source])
+        return frozenset({loader}) if loader else None
+
+    def iterated(self, node: ast.expr) -> List[Tuple[Tuple[int, ...], FrozenSet[str]]]:
+        """(path into the ``for`` target, loaders) for what a ``for`` over ``node`` draws batches
+        from: ``enumerate(loader)`` -> ((1,), ...), ``zip(a, b)`` -> ((0,), a), ((1,), b)."""
+        if type(node) is ast.Call:
+            call: ast.Call = node
+            callee = dotted(call.func) or ""
+            last = callee.rsplit(".", 1)[-1]
+            args = [a for a in call.args if type(a) is not ast.Starred]
+            if last in _WRAPPERS and args and len(args) == len(call.args):
+                if last == "enumerate":
+                    return [((1,) + path, loaders) for path, loaders in self.iterated(args[0])]
+                if last == "zip":
+                    return [((i,) + path, loaders) for i, a in enumerate(args) for path, loaders in self.iterated(a)]
+                return self.iterated(args[0])
+            generated = self.generated(call)
+            if generated:
+                return [((), generated)]
+        loader = self.loader(node)
+        if loader:
+            return [((), frozenset({loader}))]
+        return []
+
+    def batch_of(self, node: ast.expr) -> Optional[FrozenSet[str]]:
+        """Loaders whose batch ``node`` is as the loader yielded it (or a part of it), or None."""
+        while type(node) in (ast.Subscript, ast.Attribute):
+            node = node.value  # type: ignore[attr-defined]
+        if type(node) is ast.Name:
+            return self.state.get(node.id)
+        if type(node) is ast.Call:
+            call: ast.Call = node
+            if dotted(call.func) == "next" and call.args:
+                return self.iterator(call.args[0])
+        return None
+
+    # bindings ---------------------------------------------------------------------------------
+    def bind(self, target: ast.AST, loaders: Optional[FrozenSet[str]]) -> None:
+        kind = type(target)
+        if kind is ast.Name:
+            name = target.id  # type: ignore[attr-defined]
+            self.state[name] = loaders
+            self.iterators.pop(name, None)
+            if loaders:
+                self.batch.setdefault(name, set()).update(loaders)
+            else:
+                self.other.add(name)
+        elif kind in (ast.Tuple, ast.List):
+            for element in target.elts:  # type: ignore[attr-defined]
+                self.bind(element.value if type(element) is ast.Starred else element, loaders)
+        elif kind is ast.Starred:
+            self.bind(target.value, loaders)  # type: ignore[attr-defined]
+        # attributes and subscripts bind no name of the scope
+
+    def bind_path(self, target: ast.AST, path: Tuple[int, ...], loaders: FrozenSet[str]) -> None:
+        """Bind the part of ``target`` at ``path`` to a batch, every other name to non-batches."""
+        if not path:
+            self.bind(target, loaders)
+            return
+        if type(target) in (ast.Tuple, ast.List) and path[0] < len(target.elts) and not any(  # type: ignore[attr-defined]
+                type(e) is ast.Starred for e in target.elts):  # type: ignore[attr-defined]
+            for i, element in enumerate(target.elts):  # type: ignore[attr-defined]
+                if i == path[0]:
+                    self.bind_path(element, path[1:], loaders)
+                else:
+                    self.bind(element, None)
+            return
+        self.bind(target, None)
+
+    def bind_iterator(self, target: ast.AST, loaders: Optional[FrozenSet[str]]) -> None:
+        self.bind(target, None)
+        if type(target) is ast.Name:
+            self.iterators[target.id] = loaders
+
+    # statements -------------------------------------------------------------------------------
+    def run(self, statements: Iterable[ast.stmt]) -> None:
+        for statement in statements:
+            self.statement(statement)
+
+    def statement(self, node: ast.stmt) -> None:
+        kind = type(node)
+        if kind in _SCOPES:
+            self.other.add(node.name)  # type: ignore[attr-defined]
+            self.state[node.name] = None  # type: ignore[attr-defined]
+            self.facts.pending.append((node, self.scope, self.child_cls))
+            for decorator in node.decorator_list:  # type: ignore[attr-defined]
+                self.expressions(decorator)
+            return
+        if kind is ast.Assign:
+            value = node.value  # type: ignore[attr-defined]
+            self.expressions(value)
+            loaders = self.batch_of(value)
+            iterator = self.iterator(value) if loaders is None else None
+            for target in node.targets:  # type: ignore[attr-defined]
+                if iterator:
+                    self.bind_iterator(target, iterator)
+                else:
+                    self.bind(target, loaders)
+            return
+        if kind is ast.AnnAssign or kind is ast.AugAssign:
+            if node.value is not None:  # type: ignore[attr-defined]
+                self.expressions(node.value)  # type: ignore[attr-defined]
+            loaders = self.batch_of(node.value) if kind is ast.AnnAssign and node.value is not None else None  # type: ignore[attr-defined]
+            self.bind(node.target, loaders)  # type: ignore[attr-defined]
+            return
+        if kind is ast.For or kind is ast.AsyncFor:
+            self.expressions(node.iter)  # type: ignore[attr-defined]
+            drawn = self.iterated(node.iter)  # type: ignore[attr-defined]
+            if len(drawn) == 1:
+                self.bind_path(node.target, *drawn[0])  # type: ignore[attr-defined]
+            elif drawn:  # zip(a, b): each element its own loader's
+                paths = {path: loaders for path, loaders in drawn}
+                target = node.target  # type: ignore[attr-defined]
+                if type(target) is ast.Tuple and all(len(p) >= 1 for p in paths):
+                    for i, element in enumerate(target.elts):
+                        found = [(p[1:], l) for p, l in drawn if p[0] == i]
+                        if len(found) == 1:
+                            self.bind_path(element, *found[0])
+                        else:
+                            self.bind(element, None)
+                else:
+                    self.bind(target, None)
+            else:
+                self.bind(node.target, self.comprehended(node.iter))  # type: ignore[attr-defined]
+            self.run(node.body)  # type: ignore[attr-defined]
+            self.run(node.orelse)  # type: ignore[attr-defined]
+            return
+        if kind is ast.With or kind is ast.AsyncWith:
+            for item in node.items:  # type: ignore[attr-defined]
+                self.expressions(item.context_expr)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, None)
+            self.run(node.body)  # type: ignore[attr-defined]
+            return
+        if kind in (ast.Import, ast.ImportFrom):
+            for alias in node.names:  # type: ignore[attr-defined]
+                name = alias.asname or alias.name.split(".", 1)[0]
+                self.other.add(name)
+                self.state[name] = None
+            return
+        if kind in (ast.Global, ast.Nonlocal):
+            self.other.update(node.names)  # type: ignore[attr-defined]
+            return
+        if kind is ast.Delete:
+            return
+        for field in ("test", "value", "exc", "cause", "msg", "subject"):
+            child = getattr(node, field, None)
+            if isinstance(child, ast.expr):
+                self.expressions(child)
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                self.run(block)
+        for handler in getattr(node, "handlers", ()):
+            if handler.name:
+                self.other.add(handler.name)
+                self.state[handler.name] = None
+            self.run(handler.body)
+        for case in getattr(node, "cases", ()):
+            self.run(case.body)
+
+    def comprehended(self, iterable: ast.expr) -> Optional[FrozenSet[str]]:
+        """Loaders whose batch a comprehension (or ``for``) over ``iterable`` takes elements of:
+        ``batch``, ``batch.items()``/``batch.values()``, ``batch[0]``."""
+        if type(iterable) is ast.Call:
+            call: ast.Call = iterable
+            func = call.func
+            if type(func) is ast.Attribute and func.attr in _VIEWS and not call.args and not call.keywords:
+                return self.batch_of(func.value)
+            return None
+        return self.batch_of(iterable)
+
+    def expressions(self, node: ast.expr) -> None:
+        """Comprehensions and walrus targets in ``node`` bind names too."""
+        for inner in ast.walk(node):
+            kind = type(inner)
+            if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+                for generator in inner.generators:  # type: ignore[attr-defined]
+                    loaders = self.comprehended(generator.iter)
+                    target = generator.target
+                    if loaders and _is_items(generator.iter):
+                        # (key, value) pairs: the value is the batch's
+                        if type(target) is ast.Tuple and len(target.elts) == 2:
+                            self.bind(target.elts[0], None)
+                            self.bind(target.elts[1], loaders)
+                        else:
+                            self.bind(target, None)
+                        continue
+                    self.bind(target, loaders)
+            elif kind is ast.NamedExpr:
+                self.bind(inner.target, None)  # type: ignore[attr-defined]
+            elif kind is ast.Lambda:
+                for arg in inner.args.args:  # type: ignore[attr-defined]
+                    self.other.add(arg.arg)
+
+
+class _BatchFacts:
+    """The file-wide facts a scope's scan reads, and the scans' results."""
+
+    def __init__(self, tree: ast.Module, loader_names: FrozenSet[str], classes: FrozenSet[str], is_torch_loader) -> None:
+        self.tree = tree
+        self.loader_names, self.classes, self.is_torch_loader = loader_names, classes, is_torch_loader
+        self.generators: Dict[str, object] = _loader_generators(tree, loader_names)
+        #: (class, attribute) -> loaders for ``self.<attribute> = iter(loader)`` / ``cycle(loader)``
+        self.attribute_iterators: Dict[Tuple[str, str], Optional[FrozenSet[str]]] = {}
+        self.pending: List[Tuple[ast.AST, Scope, Optional[str]]] = []
+
+    def attribute_iterator_bindings(self) -> None:
+        """``self.it = iter(loader)`` in any method of a class: ``next(self.it)`` in another draws."""
+        for cls in ast.walk(self.tree):
+            if type(cls) is not ast.ClassDef:
+                continue
+            for method in cls.body:
+                if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+                    continue
+                scan = _Scan(self, (), method, None)
+                for node in ast.walk(method):
+                    if type(node) is ast.Assign:
+                        for target in node.targets:
+                            name = dotted(target)
+                            if name is None or not name.startswith("self.") or name.count(".") != 1:
+                                continue
+                            key = (cls.name, name[5:])
+                            loaders = scan.iterator(node.value)
+                            previous = self.attribute_iterators.get(key, loaders)
+                            self.attribute_iterators[key] = loaders if loaders and previous == loaders else None
+
+    def scopes(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+        self.attribute_iterator_bindings()
+        found: Dict[Scope, FrozenSet[Tuple[str, str]]] = {}
+        self.pending = [(self.tree, (), None)]
+        while self.pending:
+            node, outer, cls = self.pending.pop()
+            kind = type(node)
+            if node is self.tree:
+                scope: Scope = ()
+            else:
+                scope = outer + (("c" if kind is ast.ClassDef else "d", node.name),)  # type: ignore[attr-defined]
+            # a method reads `self.x` of its class; a class body passes its name to its methods
+            scan = _Scan(self, scope, node, cls, node.name if kind is ast.ClassDef else None)  # type: ignore[attr-defined]
+            if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+                args = node.args  # type: ignore[attr-defined]
+                for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                    if arg is not None:
+                        scan.other.add(arg.arg)
+                        scan.state[arg.arg] = None
+            scan.run(node.body)  # type: ignore[attr-defined]
+            names = {(name, loader) for name, loaders in scan.batch.items() if name not in scan.other
+                     for loader in loaders}
+            if names:
+                found[scope] = frozenset(names)
+        return found
+
+
+def _is_items(node: ast.expr) -> bool:
+    return type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "items"
+
+
+def _loader_generators(tree: ast.Module, loader_names: FrozenSet[str]) -> Dict[str, object]:
+    """Generator functions of the file (module level, or methods as ``self.<name>``) that yield
+    what a ``for`` over a loader gives (``for b in dl: yield b``, ``yield from dl``): name -> the
+    position of the parameter holding the loader (``self`` not counted), or the loader's name
+    when the function iterates a loader of its own (``loader = DataLoader(...); while True:
+    yield from loader``)."""
+    found: Dict[str, object] = {}
+    for node in ast.walk(tree):
+        if type(node) is not ast.ClassDef and type(node) is not ast.Module:
+            continue
+        for function in node.body:
+            if type(function) is not ast.FunctionDef:
+                continue
+            params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            method = type(node) is ast.ClassDef and bool(params) and params[0] in ("self", "cls")
+            if method:
+                params = params[1:]
+            source = _yielded_source(function)
+            if source is None:
+                continue
+            key = ("self." if method else "") + function.name
+            if source in params:
+                found[key] = params.index(source)
+            elif source in loader_names or _says_loader(source):
+                found[key] = source
+    return found
+
+
+def _yielded_source(function: ast.FunctionDef) -> Optional[str]:
+    """The name whose items ``function`` yields unchanged: ``for b in <name>: yield b`` or
+    ``yield from <name>``, or None."""
+    for inner in ast.walk(function):
+        kind = type(inner)
+        if kind is ast.YieldFrom and type(inner.value) is ast.Name:  # type: ignore[attr-defined]
+            return inner.value.id  # type: ignore[attr-defined]
+        if kind is not ast.For or type(inner.iter) is not ast.Name or type(inner.target) is not ast.Name:  # type: ignore[attr-defined]
+            continue
+        item = inner.target.id  # type: ignore[attr-defined]
+        for statement in inner.body:  # type: ignore[attr-defined]
+            value = statement.value if type(statement) is ast.Expr else None
+            if type(value) is ast.Yield and type(value.value) is ast.Name and value.value.id == item:
+                return inner.iter.id  # type: ignore[attr-defined]
+    return None
+
+
+def _says_loader(name: str) -> bool:
+    low = name.rsplit(".", 1)[-1].lower()
+    return "loader" in low and not low.endswith("loaders")
+
+
+def batch_sources(tree: ast.Module, loader_names: FrozenSet[str], classes: FrozenSet[str],
+                  is_torch_loader) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+    """scope -> (name, loader) for each name of the scope bound only to batches (see the module
+    docstring); ``loader`` is the loader's dotted name or ``callee()``."""
+    return _BatchFacts(tree, loader_names, classes, is_torch_loader).scopes()
