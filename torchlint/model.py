@@ -140,7 +140,8 @@ class FileModel:
 
     def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators",
                                                  "global_names", "default_device_settings",
-                                                 "loader_classes", "batches")) -> str:
+                                                 "loader_classes", "batches",
+                                                 "numpy_functions")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -335,6 +336,29 @@ class FileModel:
                         found.add(_class_part(scope))
                 stack.append((child, inner))
         return frozenset(found)
+
+    # -- kinds of values: functions returning NumPy arrays (issue 29 class 4; F4, TL205) ---------
+    def numpy_functions(self) -> FrozenSet[Tuple[Scope, str]]:
+        """(function, dtype or "") for each function of the file whose every ``return`` gives a
+        NumPy array (``np.load(...)``, ``a.astype(np.float32)``, a local every assignment of which
+        is one; ``kinds.py``), the function named by its scope with its own name last:
+        ``(("c", "Frames"), ("d", "load"))``. The dtype is NumPy's name, "" when not spelt."""
+        return cast(FrozenSet[Tuple[Scope, str]], self._ask("numpy_functions", self._numpy_functions))
+
+    def numpy_function_dtype(self, function: Scope) -> Optional[str]:
+        """The dtype ("" when not known) of the NumPy array ``function`` always returns; None when
+        it is not known to return one."""
+        dtypes = {dtype for where, dtype in self.numpy_functions() if where == function}
+        if not dtypes:
+            return None
+        return dtypes.pop() if len(dtypes) == 1 else ""
+
+    def _numpy_functions(self) -> FrozenSet[Tuple[Scope, str]]:
+        if "numpy" not in self.text or "return" not in self.text:
+            return frozenset()
+        from torchlint.kinds import Names, numpy_functions
+
+        return numpy_functions(self.tree, Names(self.text, self.index))
 
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)

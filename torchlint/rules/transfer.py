@@ -12,9 +12,12 @@ from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import statement_removal_edits, with_keyword_args
 from torchlint.heuristics import in_debug_branch, is_accelerator_device, is_per_step_function
 from torchlint.imports import dotted_name
+from torchlint.kinds import ARRAY_METHODS, NUMPY_ARRAY_FUNCTIONS, NUMPY_RANDOM_SIZE
+from torchlint.kinds import NUMPY_DTYPES as _NUMPY_DTYPES
+from torchlint.kinds import TORCH_DTYPES as _TORCH_DTYPES
 from torchlint.loops import is_training_loop, runs_every_step, under_periodic_guard
 from torchlint.rules.base import GAP, Rule
-from torchlint.semantic import ASSIGN, LOOP, PARAM
+from torchlint.semantic import ASSIGN, DEF, LOOP, PARAM
 from torchlint.syntax import (
     UNKNOWN,
     enclosing_function,
@@ -304,37 +307,11 @@ class CudaSynchronizeInLoop(Rule):
 
 
 # -- TL205 ----------------------------------------------------------------------------------------
-# NumPy functions that always return an ndarray (never a scalar, never negative strides).
-NUMPY_ARRAY_FUNCTIONS = frozenset({
-    "array", "asarray", "ascontiguousarray", "asfortranarray", "asanyarray", "copy", "zeros", "ones",
-    "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace",
-    "logspace", "eye", "identity", "stack", "concatenate", "vstack", "hstack", "dstack",
-    "column_stack", "load", "loadtxt", "genfromtxt", "frombuffer", "fromfile", "fromiter", "tile",
-    "repeat", "pad", "expand_dims", "reshape", "transpose", "meshgrid", "random.permutation",
-})
-# NumPy random functions: an array only when given a size (positional index, keyword `size`).
-NUMPY_RANDOM_SIZE = {"random.rand": 0, "random.randn": 0, "random.random": 0, "random.uniform": 2,
-                     "random.normal": 2, "random.randint": 2, "random.choice": 1}
-# Array methods that return an array again (``astype`` sets the dtype).
-ARRAY_METHODS = frozenset({"astype", "reshape", "copy", "transpose", "squeeze", "flatten", "ravel"})
 # Legacy typed constructors and the dtype each gives (``torch.Tensor``: the default, float32).
 LEGACY_TENSOR_TYPES = {
     "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
     "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
     "ByteTensor": "uint8", "BoolTensor": "bool", "Tensor": "float32",
-}
-# dtype spellings by the NumPy name of the dtype: torch's attributes (`torch.float` is float32)...
-_TORCH_DTYPES = {
-    "float32": "float32", "float": "float32", "float64": "float64", "double": "float64", "float16": "float16",
-    "half": "float16", "bfloat16": "bfloat16", "int64": "int64", "long": "int64", "int32": "int32",
-    "int": "int32", "int16": "int16", "short": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
-}
-# ... and NumPy's attributes, strings and builtins (`np.float_`, `float` and `"float"` are float64).
-_NUMPY_DTYPES = {
-    "float32": "float32", "single": "float32", "float64": "float64", "double": "float64", "float_": "float64",
-    "float": "float64", "float16": "float16", "half": "float16", "int64": "int64", "int32": "int32",
-    "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool", "bool_": "bool", "f4": "float32",
-    "f8": "float64", "f2": "float16", "i8": "int64", "i4": "int32", "u1": "uint8",
 }
 NUMPY_ANNOTATIONS = frozenset({"numpy.ndarray", "numpy.typing.NDArray"})
 # Methods a data pipeline calls per sample or per batch.
@@ -431,6 +408,9 @@ class TensorCopyFromNumpy(Rule):
                     function in NUMPY_RANDOM_SIZE and get_arg(value, "size", NUMPY_RANDOM_SIZE[function]) is not None):
                 dtype = get_arg(value, "dtype")
                 return True, self._dtype(dtype.value) if dtype is not None else None
+            returned = self._file_function_array(value.func)
+            if returned is not None:
+                return True, returned or None  # a function of this file that returns an array
             call = method_call(value)
             if call is None:
                 return _NOT_AN_ARRAY
@@ -471,6 +451,28 @@ class TensorCopyFromNumpy(Rule):
             dtypes = {dtype for _, dtype in found}
             return True, dtypes.pop() if len(dtypes) == 1 else None
         return _NOT_AN_ARRAY
+
+    def _file_function_array(self, func: cst.BaseExpression) -> Optional[str]:
+        """The dtype ("" when not known) of the NumPy array that the function of this file ``func``
+        names (``load_frame``, ``self.load``) always returns, from the whole-file model; None when
+        it is not one."""
+        semantic = self.ctx.semantic
+        if isinstance(func, cst.Name):
+            bindings = semantic.lookup(func)
+            if not bindings or len(bindings) != 1 or bindings[0].kind != DEF:
+                return None
+            where = _scope_path(bindings[0].scope) + (("d", func.value),)
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            cls = semantic.enclosing_class(func)
+            if cls is None:
+                return None
+            defs = semantic.scopes[id(cls)].bindings.get(func.attr.value, [])
+            if len(defs) != 1 or defs[0].kind != DEF:
+                return None
+            where = _scope_path(defs[0].scope) + (("d", func.attr.value),)
+        else:
+            return None
+        return self.ctx.model.numpy_function_dtype(where)
 
     def _dtype(self, node: cst.BaseExpression) -> Optional[str]:
         """The NumPy name of a dtype written ``np.float32``, ``torch.long``, ``"float32"``, ``float``."""
@@ -513,6 +515,19 @@ class TensorCopyFromNumpy(Rule):
         first = data.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT, comma=cst.MaybeSentinel.DEFAULT)
         call = with_keyword_args(cst.Call(cst.Attribute(torch_module, cst.Name("as_tensor")), [first]), keep)
         return FixSpec(UNSAFE, "Use `torch.as_tensor` (shares the array's memory)", (NodeEdit(node, call),))
+
+
+def _scope_path(scope) -> tuple:
+    """The model's ``Scope`` of a semantic scope: its ``def``/``class`` names, outermost first."""
+    path = []
+    while scope is not None:
+        node = scope.node
+        if isinstance(node, cst.FunctionDef):
+            path.append(("d", node.name.value))
+        elif isinstance(node, cst.ClassDef):
+            path.append(("c", node.name.value))
+        scope = scope.parent
+    return tuple(reversed(path))
 
 
 # -- TL206 ----------------------------------------------------------------------------------------

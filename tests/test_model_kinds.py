@@ -1,0 +1,109 @@
+"""Kinds of values as whole-file model facts (issue 29 class 4, ``torchlint/kinds.py``): the
+functions of a file that return NumPy arrays. A rule reads them from the model's recorded answers,
+so a whole lint, a batch lint that cut the function out, and the editor after an edit of the
+function agree."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import torchlint.engine as engine
+from torchlint import editor_memo
+from torchlint.config import Settings
+from torchlint.model import FileModel
+
+FILLER = "".join(f"\n\ndef _filler_{i}(x):\n" + "    x += 1\n" * 10 + "    return x\n" for i in range(10))
+
+LOADER = textwrap.dedent("""\
+    import numpy as onp
+    import torch
+    from numpy import (concatenate,
+                       load as L)
+
+
+    def load_clip(path):
+        clip = onp.load(path)
+        return clip.astype(onp.float32)
+
+
+    def joined(parts):
+        if not parts:
+            return onp.zeros(3, dtype="float64")
+        return concatenate(parts)
+
+
+    def not_always(path):
+        if path:
+            return L(path)
+        return [0.0]
+
+
+    class Clips:
+        def frames(self, i):
+            return onp.random.rand(3, 4)
+
+        def __getitem__(self, i):
+            return torch.FloatTensor(load_clip(self.paths[i])), torch.tensor(self.frames(i))
+""")
+
+
+def test_numpy_functions_names_each_function_with_its_dtype():
+    model = FileModel(ast.parse(LOADER), LOADER)
+    assert model.numpy_functions() == {
+        ((("d", "load_clip"),), "float32"),
+        ((("d", "joined"),), ""),
+        ((("c", "Clips"), ("d", "frames")), ""),
+    }
+    assert model.numpy_function_dtype((("d", "load_clip"),)) == "float32"
+    assert model.numpy_function_dtype((("d", "not_always"),)) is None
+    assert "numpy_functions" in model.answers
+
+
+def test_chunked_and_whole_models_agree(monkeypatch):
+    from torchlint import parsing
+
+    filler = "".join(f"\n\ndef pad_{i}(x):\n    return x + {i}\n" for i in range(60))
+    head, rest = LOADER.split("\n\n\n", 1)
+    text = head + "\n" + filler + "\n\n" + rest  # the imports far from the functions
+    whole = FileModel(ast.parse(text), text)
+    monkeypatch.setattr(parsing, "AST_CHUNK_CHARS", 1_000)
+    chunked = FileModel.of_text(text)
+    assert chunked._chunked
+    assert chunked.numpy_functions() == whole.numpy_functions() and whole.numpy_functions()
+    assert chunked.digest() == whole.digest()
+
+
+def _three_ways(monkeypatch, text: str, settings: Settings):
+    with monkeypatch.context() as m:
+        m.setattr(engine, "plan_statements", lambda *a, **k: None)
+        whole = [d.to_json() for d in engine.lint_source(text, "m.py", settings)]
+    batch = [d.to_json() for d in engine.lint_source(text, "m.py", settings)]
+    editor_memo.clear()
+    editor = [d.to_json() for d in engine.lint_source(text, "m.py", settings, incremental=True)]
+    return whole, batch, editor
+
+
+def test_tl205_through_a_function_of_the_file_is_the_same_three_ways(monkeypatch):
+    settings = Settings(select=("TL205",), preview=True)
+    text = LOADER + FILLER
+    whole, batch, editor = _three_ways(monkeypatch, text, settings)
+    assert [(d["code"], d["location"]["row"]) for d in whole] == [("TL205", 29), ("TL205", 29)]
+    assert batch == whole == editor
+    editor_memo.clear()
+
+
+def test_the_editor_drops_the_finding_when_the_function_stops_returning_an_array():
+    """``__getitem__``'s text does not change; ``load_clip`` starts returning a list: the kept
+    finding must go, as a fresh lint says."""
+    editor_memo.clear()
+    settings = Settings(select=("TL205",), preview=True)
+    text = LOADER + FILLER
+    first = engine.lint_source(text, "m.py", settings, incremental=True)
+    assert len(first) == 2
+    edited = text.replace("return clip.astype(onp.float32)", "return clip.tolist()")
+    after = engine.lint_source(edited, "m.py", settings, incremental=True)
+    fresh = engine.lint_source(edited, "m.py", settings)
+    assert [d.to_json() for d in after] == [d.to_json() for d in fresh]
+    assert len(after) == 1
+    editor_memo.clear()

@@ -1,0 +1,263 @@
+"""Kinds of values, read from CPython's tree: where a value is known to be a NumPy array (issue 29,
+class 4). The whole-file model (``model.py``) asks these questions of every function of the file;
+rules read its recorded answers (``FileModel.numpy_functions``), never another definition's code.
+
+A NumPy array here is what ``np.load``, ``np.concatenate``, ``np.zeros`` ... return (the NumPy
+functions that always return an ndarray, never a scalar), ``Tensor.numpy()``, an array method of
+such a value (``.astype()``, ``.reshape()``), or a local name every assignment of which in the
+function is one of those. Its dtype is known where the code spells it (``dtype=np.float32``,
+``.astype("float32")``); ``""`` otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple, cast
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.astindex import AstIndex
+
+# NumPy functions that always return an ndarray (never a scalar, never negative strides).
+NUMPY_ARRAY_FUNCTIONS = frozenset({
+    "array", "asarray", "ascontiguousarray", "asfortranarray", "asanyarray", "copy", "zeros", "ones",
+    "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace",
+    "logspace", "eye", "identity", "stack", "concatenate", "vstack", "hstack", "dstack",
+    "column_stack", "load", "loadtxt", "genfromtxt", "frombuffer", "fromfile", "fromiter", "tile",
+    "repeat", "pad", "expand_dims", "reshape", "transpose", "meshgrid", "random.permutation",
+})
+# NumPy random functions: an array only when given a size (positional index, keyword `size`).
+NUMPY_RANDOM_SIZE = {"random.rand": 0, "random.randn": 0, "random.random": 0, "random.uniform": 2,
+                     "random.normal": 2, "random.randint": 2, "random.choice": 1}
+# Array methods that return an array again (``astype`` sets the dtype).
+ARRAY_METHODS = frozenset({"astype", "reshape", "copy", "transpose", "squeeze", "flatten", "ravel"})
+# dtype spellings by the NumPy name of the dtype: torch's attributes (`torch.float` is float32)...
+TORCH_DTYPES = {
+    "float32": "float32", "float": "float32", "float64": "float64", "double": "float64", "float16": "float16",
+    "half": "float16", "bfloat16": "bfloat16", "int64": "int64", "long": "int64", "int32": "int32",
+    "int": "int32", "int16": "int16", "short": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+}
+# ... and NumPy's attributes, strings and builtins (`np.float_`, `float` and `"float"` are float64).
+NUMPY_DTYPES = {
+    "float32": "float32", "single": "float32", "float64": "float64", "double": "float64", "float_": "float64",
+    "float": "float64", "float16": "float16", "half": "float16", "int64": "int64", "int32": "int32",
+    "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool", "bool_": "bool", "f4": "float32",
+    "f8": "float64", "f2": "float16", "i8": "int64", "i4": "int32", "u1": "uint8",
+}
+
+#: A function's place: the names of the ``def``/``class`` statements down to it, each tagged
+#: ``"d"`` or ``"c"`` (``model.Scope``, the function's own name last).
+Where = Tuple[Tuple[str, str], ...]
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(numpy(?:\.[\w.]+)?)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
+_ALIAS = re.compile(r"^([\w.]+)(?:\s+as\s+(\w+))?$")
+
+
+class Names:
+    """What a dotted name of the file may stand for: torch's names through the index, NumPy's
+    through the file's imports, read from the whole text (a chunk's tree may not hold them)."""
+
+    def __init__(self, text: str, index: "AstIndex") -> None:
+        self.index = index
+        self.numpy: Dict[str, str] = {}  # local name -> qualified (`np` -> `numpy`)
+        if "numpy" not in text:
+            return
+        for match in _IMPORT.finditer(text):
+            for part in match.group(1).split(","):
+                alias = _ALIAS.match(part.strip())
+                if alias and alias.group(1).split(".", 1)[0] == "numpy":
+                    if alias.group(2):
+                        self.numpy[alias.group(2)] = alias.group(1)
+                    else:
+                        self.numpy["numpy"] = "numpy"
+        for match in _FROM_IMPORT.finditer(text):
+            for part in match.group(2).strip("() \t\n").replace("\\", " ").split(","):
+                alias = _ALIAS.match(" ".join(part.split()))
+                if alias and "." not in alias.group(1):
+                    self.numpy[alias.group(2) or alias.group(1)] = f"{match.group(1)}.{alias.group(1)}"
+
+    def numpy_name(self, node: ast.expr) -> Optional[str]:
+        """``"load"`` for ``np.load`` (``"random.rand"`` ...); None when not NumPy's."""
+        parts = []
+        while type(node) is ast.Attribute:
+            parts.append(node.attr)
+            node = node.value
+        if type(node) is not ast.Name:
+            return None
+        head = self.numpy.get(node.id)
+        if head is None:
+            return None
+        qualified = ".".join([head, *reversed(parts)])
+        return qualified[6:] if qualified.startswith("numpy.") else None
+
+
+def numpy_functions(tree: ast.Module, names: Names) -> FrozenSet[Tuple[Where, str]]:
+    """(function, dtype or "") for each function of ``tree`` whose every ``return`` gives a NumPy
+    array (at least one; no ``yield``). Calls to other functions are not followed: the answer of
+    each function depends on its own code and the file's imports only."""
+    found: Set[Tuple[Where, str]] = set()
+    stack: List[Tuple[ast.AST, Where]] = [(tree, ())]
+    while stack:
+        node, where = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _SCOPES):
+                inner = where + (("c" if type(child) is ast.ClassDef else "d", child.name),)
+                if type(child) is not ast.ClassDef:
+                    dtype = _returns_array(cast(ast.FunctionDef, child), names)
+                    if dtype is not None:
+                        found.add((inner, dtype))
+                stack.append((child, inner))
+            elif isinstance(child, (ast.stmt, ast.excepthandler)) or type(child) is ast.match_case:
+                stack.append((child, where))
+    return frozenset(found)
+
+
+def _returns_array(function: ast.FunctionDef, names: Names) -> Optional[str]:
+    returns: List[ast.expr] = []
+    assigned: Dict[str, List[Optional[ast.expr]]] = {}
+    stack: List[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if isinstance(node, _SCOPES) or kind is ast.Lambda:
+            if kind is not ast.Lambda:
+                assigned.setdefault(cast(ast.FunctionDef, node).name, []).append(None)
+            continue
+        if kind is ast.Yield or kind is ast.YieldFrom:
+            return None  # a generator
+        if kind is ast.Return:
+            value = node.value  # type: ignore[attr-defined]
+            if value is None:
+                return None
+            returns.append(value)
+        elif kind is ast.Assign:
+            value = node.value  # type: ignore[attr-defined]
+            for target in node.targets:  # type: ignore[attr-defined]
+                _bind(target, value, assigned)
+        elif kind is ast.AnnAssign and node.value is not None:  # type: ignore[attr-defined]
+            _bind(node.target, node.value, assigned)  # type: ignore[attr-defined]
+        elif kind in (ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr, ast.With, ast.AsyncWith,
+                      ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ExceptHandler):
+            for name in _names_bound(node):
+                assigned.setdefault(name, []).append(None)
+        stack.extend(ast.iter_child_nodes(node))
+    if not returns:
+        return None
+    args = function.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    dtypes = set()
+    for value in returns:
+        dtype = numpy_array(value, names, assigned, params, set())
+        if dtype is None:
+            return None
+        dtypes.add(dtype)
+    return dtypes.pop() if len(dtypes) == 1 else ""
+
+
+def _bind(target: ast.expr, value: ast.expr, assigned: Dict[str, List[Optional[ast.expr]]]) -> None:
+    if type(target) is ast.Name:
+        assigned.setdefault(target.id, []).append(value)
+    else:  # unpacking, `x[i] = ...`, `x.a = ...`: the names in it get an unknown value
+        for node in ast.walk(target):
+            if type(node) is ast.Name and type(node.ctx) is ast.Store:
+                assigned.setdefault(node.id, []).append(None)
+
+
+def _names_bound(node: ast.AST) -> List[str]:
+    kind = type(node)
+    if kind in (ast.Global, ast.Nonlocal):
+        return list(node.names)  # type: ignore[attr-defined]
+    if kind in (ast.Import, ast.ImportFrom):
+        return [(a.asname or a.name).split(".", 1)[0] for a in node.names]  # type: ignore[attr-defined]
+    if kind is ast.ExceptHandler:
+        return [node.name] if node.name else []  # type: ignore[attr-defined]
+    targets: List[ast.AST] = []
+    if kind is ast.AugAssign or kind is ast.NamedExpr:
+        targets = [node.target]  # type: ignore[attr-defined]
+    elif kind in (ast.For, ast.AsyncFor):
+        targets = [node.target]  # type: ignore[attr-defined]
+    elif kind in (ast.With, ast.AsyncWith):
+        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]  # type: ignore[attr-defined]
+    return [n.id for t in targets for n in ast.walk(t) if type(n) is ast.Name]
+
+
+def numpy_array(value: ast.expr, names: Names, assigned: Dict[str, List[Optional[ast.expr]]],
+                params: Set[str], seen: Set[int]) -> Optional[str]:
+    """The dtype ("" when not known) if ``value`` is known to be a NumPy array; else None."""
+    if id(value) in seen:
+        return None
+    seen.add(id(value))
+    kind = type(value)
+    if kind is ast.Call:
+        call: ast.Call = value  # type: ignore[assignment]
+        function = names.numpy_name(call.func)
+        if function in NUMPY_ARRAY_FUNCTIONS or (
+                function in NUMPY_RANDOM_SIZE and _argument(call, "size", NUMPY_RANDOM_SIZE[function]) is not None):
+            spelt = _argument(call, "dtype", None)
+            return (dtype_name(spelt, names) or "") if spelt is not None else ""
+        func = call.func
+        if type(func) is not ast.Attribute or function is not None:
+            return None
+        if func.attr == "numpy" and not call.args and not call.keywords:
+            return ""  # Tensor.numpy()
+        if func.attr in ARRAY_METHODS:
+            inner = numpy_array(func.value, names, assigned, params, seen)
+            if inner is None:
+                return None
+            if func.attr == "astype":
+                given = _argument(call, "dtype", 0)
+                return (dtype_name(given, names) or "") if given is not None else ""
+            return inner
+        return None
+    if kind is ast.Name:
+        name: str = value.id  # type: ignore[attr-defined]
+        values = assigned.get(name)
+        if not values or name in params:
+            return None
+        dtypes = set()
+        for bound in values:
+            if bound is None:
+                return None
+            dtype = numpy_array(bound, names, assigned, params, seen)
+            if dtype is None:
+                return None
+            dtypes.add(dtype)
+        return dtypes.pop() if len(dtypes) == 1 else ""
+    return None
+
+
+def _argument(call: ast.Call, keyword: str, position: Optional[int]) -> Optional[ast.expr]:
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if position is not None and len(call.args) > position and not any(
+            type(a) is ast.Starred for a in call.args[:position + 1]):
+        return call.args[position]
+    return None
+
+
+def dtype_name(node: ast.expr, names: Names) -> Optional[str]:
+    """The NumPy name of a dtype written ``np.float32``, ``torch.long``, ``"float32"``, ``float``."""
+    if type(node) is ast.Constant and isinstance(node.value, str):
+        return NUMPY_DTYPES.get(node.value)
+    if type(node) is ast.Name and node.id in ("float", "bool"):
+        return NUMPY_DTYPES[node.id] if node.id not in names.numpy else None
+    numpy = names.numpy_name(node)
+    if numpy is not None:
+        return NUMPY_DTYPES.get(numpy)
+    found: List[str] = []
+
+    def wanted(qualified: str) -> bool:
+        if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in TORCH_DTYPES:
+            found.append(TORCH_DTYPES[qualified[6:]])
+            return True
+        return False
+
+    if type(node) not in (ast.Name, ast.Attribute) or not names.index.resolves(node, wanted):
+        return None
+    return found[0] if len(set(found)) == 1 else None
