@@ -15,7 +15,7 @@ per judged place:
     note = "why, in a few words"
 
 Scoring a build (the checkout of this repository by default, or ``--package DIR`` holding a
-``torchlint`` package) runs ``torchlint check --preview --isolated --no-cache`` over every
+``torchlint`` package) runs ``torchlint check --preview --no-cache`` over every
 repository and matches its findings to the labels on (path, cell, rule, line):
 
 * a finding labelled ``tp``, or a ``missed`` site now reported: a true positive;
@@ -236,7 +236,9 @@ def checkout(repo: Repo, mirror: Path, into: Path) -> Path:
 def run_torchlint(root: Path, repo: Repo, package: Optional[Path], jobs: Optional[int]) -> List[dict]:
     paths = scored_paths(repo)
     targets = [str(root / p) for p in paths] if paths else [str(root)]
-    command = [sys.executable, "-m", "torchlint", "check", "--preview", "--isolated", "--no-cache",
+    # Not --isolated: it also drops the torch version the repository declares (requirements,
+    # setup.py, Dockerfile), which the version-dependent rules read as a user's run does.
+    command = [sys.executable, "-m", "torchlint", "check", "--preview", "--no-cache",
                "--exit-zero", "--output-format", "json"]
     if jobs:
         command += ["--jobs", str(jobs)]
