@@ -466,3 +466,47 @@ def test_dependency_file_names():
         assert is_dependency_file(name), name
     for name in ("train.py", "notes.txt", "reqs.txt", "setup.pyc"):
         assert not is_dependency_file(name), name
+
+
+# -- torchvision and torchaudio: torch declared through its companions (issue 29 class 9) ----------
+
+@pytest.mark.parametrize("text, expected", [
+    ("torchvision >=0.10.0  # todo", (1, 9)),  # lightning-bolts' requirements
+    ("torchvision>=0.13", (1, 12)),
+    ("torchvision==0.15.2", (2, 0)),
+    ("torchvision>=0.21", (2, 6)),
+    ("torchvision>=0.4", (1, 1)),
+    ("torchaudio>=0.13", (1, 13)),
+    ("torchaudio==2.1.0", (2, 1)),
+    ("conda-forge::torchvision=0.14", (1, 13)),
+    ("torchvision", None),  # no lower bound
+    ("torchvision<0.13", None),
+    ("torchvision @ https://download.pytorch.org/whl/torchvision-0.10.0-cp39-linux_x86_64.whl", None),
+    ("torchmetrics>=0.10.0", None),
+    ("pytorch-lightning>1.7.0", None),
+])
+def test_companion_bound(text, expected):
+    assert dependencies.companion_bound(text) == expected
+
+
+def test_a_companion_declares_torch_only_where_torch_is_not_declared(tmp_path):
+    write(tmp_path, {"requirements.txt": "pytorch-lightning >1.7.0, <2.0.0\ntorchvision >=0.10.0\n"})
+    project = scan_project(tmp_path)
+    assert project.torch_version == (1, 9) and project.declarations == []
+    [implied] = project.implied
+    assert implied.where == "line 2" and implied.text == "torchvision >=0.10.0"
+    # torch itself declared: a loose companion bound beside it says nothing of torch
+    write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(install_requires=['torch>=2.0', 'torchvision>=0.2'])\n"})
+    assert scan_project(tmp_path).torch_version == (2, 0)
+
+
+def test_tl907_is_silent_where_the_declared_torchvision_predates_weights(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {
+        "requirements.txt": "torchvision>=0.10\n",
+        "model.py": "import torchvision\n\nnet = torchvision.models.resnet18(pretrained=True)\n",
+    })
+    assert main(["check", "--no-cache", "--select", "TL907", "model.py"]) == 0
+    write(tmp_path, {"requirements.txt": "torchvision>=0.13\n"})
+    assert main(["check", "--no-cache", "--select", "TL907", "model.py"]) == 1
+    assert "TL907" in capsys.readouterr().out

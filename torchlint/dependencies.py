@@ -62,6 +62,9 @@ WATCHED_GLOBS = (
     "**/Dockerfile", "**/Dockerfile.*", "**/*.Dockerfile", "**/*.dockerfile", "**/Containerfile",
 )
 TORCH_NAMES = frozenset({"torch", "pytorch"})
+# Packages released in step with torch: a project that declares one of them and not torch itself
+# declares torch through it (``torchvision>=0.10`` is built for torch 1.9).
+COMPANION_NAMES = frozenset({"torchvision", "torchaudio"})
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 64
 MAX_INCLUDE_DEPTH = 8
@@ -82,11 +85,15 @@ class ProjectDependencies:
     root: Path
     files: List[Path] = field(default_factory=list)  # every dependency file read
     declarations: List[Declaration] = field(default_factory=list)
+    #: torchvision/torchaudio requirements, as the torch version each was built for: they count
+    #: only where no file declares torch itself (a loose ``torchvision>=0.2`` beside
+    #: ``torch>=2.0`` says nothing of the torch the project supports).
+    implied: List[Declaration] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
 
     @property
     def torch_version(self) -> Optional[Version]:
-        return min((d.version for d in self.declarations), default=None)
+        return min((d.version for d in self.declarations or self.implied), default=None)
 
 
 # -- warnings --------------------------------------------------------------------------------
@@ -167,11 +174,12 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirement_bound(requirement: str) -> Optional[Version]:
-    """``torch>=1.13,<3; python_version<'3.12'`` -> (1, 13); None for other packages, URLs
-    (``torch @ https://...``) and specifiers without a lower bound. Markers are ignored."""
+def requirement_bound(requirement: str, names: frozenset = TORCH_NAMES) -> Optional[Version]:
+    """``torch>=1.13,<3; python_version<'3.12'`` -> (1, 13); None for other packages (than
+    ``names``), URLs (``torch @ https://...``) and specifiers without a lower bound. Markers are
+    ignored."""
     m = _PEP508.match(requirement)
-    if not m or _canonical(m.group(1)) not in TORCH_NAMES:
+    if not m or _canonical(m.group(1)) not in names:
         return None
     spec = m.group(2).split(";", 1)[0].strip()
     if not spec or spec.startswith("@") or "://" in spec:
@@ -183,12 +191,12 @@ def requirement_bound(requirement: str) -> Optional[Version]:
     return lower_bound(spec)
 
 
-def conda_bound(spec: str) -> Optional[Version]:
+def conda_bound(spec: str, names: frozenset = TORCH_NAMES) -> Optional[Version]:
     """A conda match spec: ``pytorch=1.13``, ``pytorch==1.13.1``, ``pytorch>=1.12,<2``,
     ``pytorch::pytorch=1.13.1=py3.9_cuda11.7_0``, ``pytorch 1.13.*``."""
     spec = spec.split("::", 1)[-1].strip()
     m = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)(.*)", spec, re.DOTALL)
-    if not m or _canonical(m.group(1)) not in TORCH_NAMES:
+    if not m or _canonical(m.group(1)) not in names:
         return None
     rest = m.group(2).strip()
     if rest.startswith("["):  # pytorch[version='>=1.12']
@@ -237,9 +245,41 @@ def _malformed(project: ProjectDependencies, path: Path, table: str, expected: s
     _warn(project, f"{path}: {table} is not {expected}; torch version not inferred from it")
 
 
+def companion_torch_version(package: str, version: Version) -> Optional[Version]:
+    """The torch a torchvision/torchaudio release was built for: torchvision 0.10 -> 1.9,
+    0.13 -> 1.12, 0.15 -> 2.0, 0.21 -> 2.6; torchaudio 0.13 -> 1.13, 2.1 -> 2.1."""
+    major, minor = version
+    if package == "torchvision" and major == 0:
+        if minor >= 15:
+            return (2, minor - 15)
+        if minor >= 6:
+            return (1, minor - 1)
+        return {5: (1, 4), 4: (1, 1), 3: (1, 0)}.get(minor, (0, 4))
+    if package == "torchaudio":
+        if major == 0:
+            return (1, minor) if minor >= 1 else (1, 0)
+        return version
+    return None
+
+
+def companion_bound(text: str) -> Optional[Version]:
+    """``torchvision>=0.10`` (PEP 508 or a conda spec) -> the torch it implies, (1, 9)."""
+    text = text.strip()
+    for bound in (requirement_bound, conda_bound):
+        version = bound(text, COMPANION_NAMES)
+        if version is not None:
+            name = re.match(r"(?:[\w.-]+::)?([A-Za-z0-9][A-Za-z0-9._-]*)", text)
+            return companion_torch_version(_canonical(name.group(1)), version) if name else None
+    return None
+
+
 def _add(project: ProjectDependencies, version: Optional[Version], path: Path, where: str, text: str) -> None:
     if version is not None:
         project.declarations.append(Declaration(version, str(path), where, text.strip()))
+        return
+    implied = companion_bound(text)
+    if implied is not None:
+        project.implied.append(Declaration(implied, str(path), where, text.strip()))
 
 
 def _requirement_list(project: ProjectDependencies, value: Any, path: Path, table: str) -> None:

@@ -141,7 +141,8 @@ class FileModel:
     def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators",
                                                  "global_names", "default_device_settings",
                                                  "loader_classes", "batches",
-                                                 "numpy_functions")) -> str:
+                                                 "numpy_functions",
+                                                 "layer_iterating_classes")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -360,6 +361,19 @@ class FileModel:
 
         return numpy_functions(self.tree, Names(self.text, self.index))
 
+    def layer_iterating_classes(self) -> FrozenSet[str]:
+        """Classes of the file that iterate a module given to their ``__init__`` (``for m in
+        self.seq_module:``; ``kinds.py``): a container handed to one does not chain its layers
+        straight (TL301)."""
+        return cast(FrozenSet[str], self._ask("layer_iterating_classes", self._layer_iterating_classes))
+
+    def _layer_iterating_classes(self) -> FrozenSet[str]:
+        if "for" not in self.text or "__init__" not in self.text:
+            return frozenset()
+        from torchlint.kinds import layer_iterating_classes
+
+        return layer_iterating_classes(self.tree)
+    # -- end of kinds of values (F4)
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)
         if segment is not None and _VERSION_TEST.search(segment):
