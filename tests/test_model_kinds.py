@@ -107,3 +107,55 @@ def test_the_editor_drops_the_finding_when_the_function_stops_returning_an_array
     assert [d.to_json() for d in after] == [d.to_json() for d in fresh]
     assert len(after) == 1
     editor_memo.clear()
+
+
+MASKCONV = textwrap.dedent("""\
+    import torch.nn as nn
+
+
+    class MaskConv(nn.Module):
+        def __init__(self, seq_module):
+            super().__init__()
+            self.seq_module = seq_module
+
+        def forward(self, x):
+            for i, module in enumerate(self.seq_module):
+                x = module(x) * 0.5
+            return x
+
+
+    class Calls(nn.Module):
+        def __init__(self, body):
+            super().__init__()
+            self.body = body
+
+        def forward(self, x):
+            for _ in range(3):
+                x = self.body(x)
+            return x
+""")
+
+MODEL = textwrap.dedent("""\
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = MaskConv(nn.Sequential(nn.Conv2d(1, 8, 3), nn.BatchNorm2d(8)))
+            self.b = Calls(nn.Sequential(nn.Conv2d(1, 8, 3), nn.BatchNorm2d(8)))
+""")
+
+
+def test_layer_iterating_classes():
+    model = FileModel(ast.parse(MASKCONV), MASKCONV)
+    assert model.layer_iterating_classes() == {"MaskConv"}
+    assert "layer_iterating_classes" in model.answers
+
+
+def test_tl301_is_silent_inside_a_layer_iterating_wrapper_three_ways(monkeypatch):
+    settings = Settings(select=("TL301",))
+    text = MASKCONV + FILLER + MODEL
+    whole, batch, editor = _three_ways(monkeypatch, text, settings)
+    assert [d["location"]["row"] for d in whole] == [text.count("\n", 0, text.index("self.b = ")) + 1]
+    assert batch == whole == editor
+    editor_memo.clear()

@@ -261,3 +261,43 @@ def dtype_name(node: ast.expr, names: Names) -> Optional[str]:
     if type(node) not in (ast.Name, ast.Attribute) or not names.index.resolves(node, wanted):
         return None
     return found[0] if len(set(found)) == 1 else None
+
+
+# -- modules that iterate the layers they are given (TL301) ---------------------------------------
+_ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "reversed", "list", "tuple", "iter"})
+
+
+def layer_iterating_classes(tree: ast.Module) -> FrozenSet[str]:
+    """Names of the classes of ``tree`` that iterate a module handed to their ``__init__``
+    (``self.seq_module = seq_module`` ... ``for module in self.seq_module: x = module(x)``): code
+    of theirs may run between the layers, so a container given to them does not chain its layers
+    straight (deepspeech's ``MaskConv(nn.Sequential(conv, bn, ...))`` masks between them)."""
+    found: Set[str] = set()
+    for node in ast.walk(tree):
+        if type(node) is not ast.ClassDef:
+            continue
+        methods = [m for m in node.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef)]
+        init = next((m for m in methods if m.name == "__init__"), None)
+        if init is None:
+            continue
+        params = {a.arg for a in (*init.args.posonlyargs, *init.args.args[1:], *init.args.kwonlyargs)}
+        given: Set[str] = set()  # self attributes bound to a parameter
+        for stmt in ast.walk(init):
+            if type(stmt) is ast.Assign and type(stmt.value) is ast.Name and stmt.value.id in params:
+                for target in stmt.targets:
+                    if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == "self":
+                        given.add(target.attr)
+        if any(_iterates(loop.iter, given, params if method is init else set())
+               for method in methods for loop in ast.walk(method) if type(loop) in (ast.For, ast.AsyncFor)):
+            found.add(node.name)
+    return frozenset(found)
+
+
+def _iterates(iterable: ast.expr, attributes: Set[str], params: Set[str]) -> bool:
+    while type(iterable) is ast.Call and type(iterable.func) is ast.Name and iterable.func.id in _ITERATION_WRAPPERS:
+        if not iterable.args:
+            return False
+        iterable = iterable.args[0]
+    if type(iterable) is ast.Attribute:
+        return type(iterable.value) is ast.Name and iterable.value.id == "self" and iterable.attr in attributes
+    return type(iterable) is ast.Name and iterable.id in params

@@ -206,7 +206,18 @@ class ConvBiasBeforeBatchNorm(Rule):
                 self._conv_ancestors[id(node)] = tuple(self.ctx.ancestors)
                 self._classes_with_convs.update(id(a) for a in self.ctx.ancestors if isinstance(a, cst.ClassDef))
         elif name == _SEQUENTIAL:
+            if self._handed_to_layer_iterator(node):
+                return  # `MaskConv(nn.Sequential(conv, bn))`: code may run between the layers
             self._check_layers(self._sequential_layers(node))
+
+    def _handed_to_layer_iterator(self, node: cst.Call) -> bool:
+        """Is the container an argument of a class of this file that iterates the module given to
+        it (the whole-file model's ``layer_iterating_classes``, issue 29 class 7)?"""
+        up = [a for a in self.ctx.ancestors if a is not node]
+        if len(up) < 2 or not isinstance(up[-1], cst.Arg) or not isinstance(up[-2], cst.Call):
+            return False
+        func = up[-2].func
+        return isinstance(func, cst.Name) and func.value in self.ctx.model.layer_iterating_classes()
 
     def _sequential_layers(self, node: cst.Call) -> Layers:
         args = node.args
