@@ -66,10 +66,13 @@ class ZeroGradSetToNone(Rule):
         if arg is None:
             if has_star_args(node) or node.args or version >= SET_TO_NONE_DEFAULT:
                 return
-            fix = None
-            if version >= SET_TO_NONE_ADDED:
-                new = node.with_changes(args=[cst.Arg(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_equal())])
-                fix = FixSpec(UNSAFE, "Pass `set_to_none=True`", (NodeEdit(node, new),))
+            if version < SET_TO_NONE_ADDED:
+                # A project that still supports a torch without set_to_none= (PyTorch-GAN's
+                # torch>=0.4.0) has no argument to pass: the call is as good as it can be there,
+                # and on the torch it is installed with today the default already frees.
+                return
+            new = node.with_changes(args=[cst.Arg(keyword=cst.Name("set_to_none"), value=cst.Name("True"), equal=_equal())])
+            fix = FixSpec(UNSAFE, "Pass `set_to_none=True`", (NodeEdit(node, new),))
             self.report(
                 node,
                 "`zero_grad()` zeroes gradients in place before torch 2.0; pass `set_to_none=True`",
