@@ -338,6 +338,31 @@ class FileModel:
                 stack.append((child, inner))
         return frozenset(found)
 
+    # -- classes the same in training and eval mode (issue 29, class 8; F3, TL902) ---------------
+    # A class of the file whose every layer is known and none reads the mode (no dropout, batch
+    # norm, `self.training`...): `model.eval()` changes nothing for it. Computed in
+    # torchlint/modefacts.py; unknown (a layer from another package, one handed in) is never in.
+    # TL902 reads it; TL902 is walked at every lint (not statement-local, not read by name), so
+    # the answer is recorded but need not be in ``digest()``'s default questions.
+    def mode_free_classes(self) -> FrozenSet[str]:
+        """Names of the file's module-level classes that compute the same in training and
+        evaluation mode."""
+        found = self.answers.get("mode_free_classes")
+        if found is None:  # not through _ask: a class's layers may be classes of another chunk
+            found = self.answers["mode_free_classes"] = self._mode_free_classes()
+        return cast(FrozenSet[str], found)
+
+    def _mode_free_classes(self) -> FrozenSet[str]:
+        from torchlint.astindex import AstIndex
+        from torchlint.modefacts import mode_free_classes
+
+        if "class" not in self.text:
+            return frozenset()
+        if self._chunked:  # a large text: its whole tree once, only when TL902 asks (as the whole model does)
+            tree = _whole_tree(self.text)
+            return mode_free_classes(tree, AstIndex(tree, self.text).bindings())
+        return mode_free_classes(self.tree, self.index.bindings())
+
     # -- kinds of values: functions returning NumPy arrays (issue 29 class 4; F4, TL205) ---------
     def numpy_functions(self) -> FrozenSet[Tuple[Scope, str]]:
         """(function, dtype or "") for each function of the file whose every ``return`` gives a

@@ -11,7 +11,7 @@ purpose; TorchFix flagged it and users had to suppress it by hand.
 from __future__ import annotations
 
 import functools
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from torchlint import _cst as cst
 
@@ -212,6 +212,8 @@ class EvalAfterLoadStateDict(Rule):
                 return  # training code
             if isinstance(n, cst.Assign) and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
                 target = n.targets[0].target.value
+                if _moved_in_place(n.value, target):
+                    continue  # `model = model.to(device)`: the same module, moved
                 bindings[target] = bindings.get(target, 0) + 1
                 if self._builds_model(n.value):
                     built = _unwrap_identity(n.value)
@@ -231,8 +233,8 @@ class EvalAfterLoadStateDict(Rule):
             if load is None or self._mode_known_or_handed_on(name, nodes, function):
                 continue
             if any(
-                isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == name
-                and order[id(n)] > order[id(load)]
+                isinstance(n, cst.Call) and order[id(n)] > order[id(load)] and (
+                    isinstance(n.func, cst.Name) and n.func.value == name or self._helper_use(n, name) == "runs")
                 for n in nodes
             ):
                 self._report_at(load, self.message.format(model=name), name)
@@ -247,8 +249,52 @@ class EvalAfterLoadStateDict(Rule):
         if resolved.startswith("torchvision.models."):
             return True
         last = dotted_name(call.func)
+        if isinstance(call.func, cst.Name) and call.func.value in self.ctx.model.mode_free_classes():
+            return False  # a class of the file without dropout or batch norm: eval() changes nothing
+        if isinstance(call.func, cst.Name) and self.ctx.semantic.lookup(call.func) is None:
+            return False  # bound nowhere we can see (a cell that does not parse, a star import): unknown
         last = last.rsplit(".", 1)[-1] if last else ""
         return last[:1].isupper() and "pretrained" not in last.lower()  # Net(...), not from_pretrained
+
+    def _helper_use(self, call: cst.Call, name: str) -> str:
+        """What a function of this file called with the model ``name`` as an argument does with
+        it: "runs" (calls it, and never sets its mode or hands it on), "none" (neither runs nor
+        hands it on), "unknown" (sets its mode, hands it on, or is no function of this file)."""
+        function = self.ctx.semantic.module_function(call.func) if isinstance(call.func, cst.Name) else None
+        if function is None or function.asynchronous is not None:
+            return "unknown"
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        seen: Set[str] = set()
+        for i, arg in enumerate(call.args):
+            if not (isinstance(arg.value, cst.Name) and arg.value.value == name):
+                continue
+            if arg.star:
+                return "unknown"
+            if arg.keyword is not None:
+                seen.add(arg.keyword.value)
+            elif i < len(params) and not any(a.keyword is not None or a.star for a in call.args[:i]):
+                seen.add(params[i])
+            else:
+                return "unknown"
+        if not seen or any(n in ("self", "cls") for n in seen):
+            return "unknown"
+        body = list(walk(function.body, (cst.ClassDef,)))
+        runs = False
+        used: Set[int] = set()  # the parameter's names read as the callee or a method's owner
+        for n in body:
+            if not isinstance(n, cst.Call):
+                continue
+            func = n.func
+            if isinstance(func, cst.Name) and func.value in seen:
+                runs = True
+                used.add(id(func))
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in seen \
+                    and func.attr.value not in _MODE_METHODS:
+                runs = runs or func.attr.value == "forward"
+                used.add(id(func.value))
+        if any(isinstance(n, cst.Name) and n.value in seen and id(n) not in used for n in body):
+            return "unknown"  # its mode set, stored, returned, handed to another call, rebound
+        return "runs" if runs else "none"
 
     def _mode_known_or_handed_on(self, name: str, nodes, function) -> bool:
         for n in nodes:
@@ -259,6 +305,8 @@ class EvalAfterLoadStateDict(Rule):
                         return True
                     continue
                 if any(isinstance(a.value, cst.Name) and a.value.value == name for a in n.args):
+                    if self._helper_use(n, name) in ("runs", "none"):
+                        continue  # a function of this file that runs it as it is, or ignores it
                     return True  # passed on: the callee decides
             elif isinstance(n, (cst.Return, cst.Yield)) and n.value is not None:
                 values = [e.value for e in n.value.elements] if isinstance(n.value, (cst.Tuple, cst.List)) else [n.value]
@@ -285,6 +333,21 @@ class EvalAfterLoadStateDict(Rule):
                 self.report(node, message, fix=fix)
         finally:
             self.ctx.ancestors = walking
+
+
+# Methods of a model that set its mode or hand it on as something else.
+_MODE_METHODS = frozenset({"eval", "train", "requires_grad_", "apply"})
+
+
+def _moved_in_place(value: cst.BaseExpression, name: str) -> bool:
+    """``name.to(device)``, ``name.cuda().half()``: the module ``name`` itself, moved or cast."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _IDENTITY_METHODS):
+        return False
+    inner = value.func.value
+    while isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value in _IDENTITY_METHODS:
+        inner = inner.func.value
+    return isinstance(inner, cst.Name) and inner.value == name
 
 
 def _unwrap_identity(node: cst.BaseExpression) -> cst.BaseExpression:
