@@ -159,3 +159,56 @@ def test_tl301_is_silent_inside_a_layer_iterating_wrapper_three_ways(monkeypatch
     assert [d["location"]["row"] for d in whole] == [text.count("\n", 0, text.index("self.b = ")) + 1]
     assert batch == whole == editor
     editor_memo.clear()
+
+
+PINNED = textwrap.dedent("""\
+    import torch
+    from torch.utils.data import DataLoader
+    from transformers import default_data_collator as collate
+
+    pin = torch.cuda.is_available()
+    device = torch.device("cuda")
+    loader = None
+
+
+    def setup(ds, custom):
+        global loader
+        loader = DataLoader(ds, batch_size=8, collate_fn=collate, pin_memory=True)
+        other = DataLoader(ds, pin_memory=pin, collate_fn=custom)
+        both = DataLoader(ds, pin_memory=True)
+        both = DataLoader(ds)
+        return other, both
+
+
+    def step(model):
+        batch = next(iter(loader))
+        batch = {k: v.to(device) for k, v in batch.items()}
+        return model(**batch)
+""")
+
+
+def test_pinned_loaders_settings():
+    model = FileModel(ast.parse(PINNED), PINNED)
+    assert model.pinned_loaders() == {"loader": "default", "other": "elements"}
+    assert "pinned_loaders" in model.answers
+
+
+def test_tl203_on_a_batch_drawn_with_next_is_the_same_three_ways(monkeypatch):
+    settings = Settings(select=("TL203",), preview=True)
+    text = PINNED + FILLER
+    whole, batch, editor = _three_ways(monkeypatch, text, settings)
+    assert [(d["code"], d["location"]["row"]) for d in whole] == [("TL203", 21)]
+    assert batch == whole == editor
+    editor_memo.clear()
+
+
+def test_the_editor_drops_tl203_when_the_loader_stops_pinning():
+    """``step``'s text does not change; ``setup`` stops pinning: the kept finding must go."""
+    editor_memo.clear()
+    settings = Settings(select=("TL203",), preview=True)
+    text = PINNED + FILLER
+    assert len(engine.lint_source(text, "m.py", settings, incremental=True)) == 1
+    edited = text.replace("collate_fn=collate, pin_memory=True", "collate_fn=collate, pin_memory=False")
+    after = engine.lint_source(edited, "m.py", settings, incremental=True)
+    assert [d.to_json() for d in after] == [d.to_json() for d in engine.lint_source(edited, "m.py", settings)] == []
+    editor_memo.clear()

@@ -53,46 +53,68 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(numpy(?:\.[\w.]+)?)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
+_FROM_IMPORT = re.compile(
+    r"^[ \t]*from[ \t]+((?:numpy|transformers)(?:\.[\w.]+)?)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
 _ALIAS = re.compile(r"^([\w.]+)(?:\s+as\s+(\w+))?$")
+#: Packages whose import names ``Names`` reads from the text (torch's come from the index).
+_PACKAGES = ("numpy", "transformers")
 
 
 class Names:
-    """What a dotted name of the file may stand for: torch's names through the index, NumPy's
-    through the file's imports, read from the whole text (a chunk's tree may not hold them)."""
+    """What a dotted name of the file may stand for: torch's names through the index, NumPy's and
+    transformers' through the file's imports, read from the whole text (a chunk's tree may not
+    hold them)."""
 
     def __init__(self, text: str, index: "AstIndex") -> None:
         self.index = index
-        self.numpy: Dict[str, str] = {}  # local name -> qualified (`np` -> `numpy`)
-        if "numpy" not in text:
+        self.text = text
+        self._gpu_flags: Optional[FrozenSet[str]] = None
+        self.imported: Dict[str, str] = {}  # local name -> qualified (`np` -> `numpy`)
+        if not any(package in text for package in _PACKAGES):
             return
         for match in _IMPORT.finditer(text):
             for part in match.group(1).split(","):
                 alias = _ALIAS.match(part.strip())
-                if alias and alias.group(1).split(".", 1)[0] == "numpy":
+                if alias and alias.group(1).split(".", 1)[0] in _PACKAGES:
                     if alias.group(2):
-                        self.numpy[alias.group(2)] = alias.group(1)
+                        self.imported[alias.group(2)] = alias.group(1)
                     else:
-                        self.numpy["numpy"] = "numpy"
+                        top = alias.group(1).split(".", 1)[0]
+                        self.imported[top] = top
         for match in _FROM_IMPORT.finditer(text):
             for part in match.group(2).strip("() \t\n").replace("\\", " ").split(","):
                 alias = _ALIAS.match(" ".join(part.split()))
                 if alias and "." not in alias.group(1):
-                    self.numpy[alias.group(2) or alias.group(1)] = f"{match.group(1)}.{alias.group(1)}"
+                    self.imported[alias.group(2) or alias.group(1)] = f"{match.group(1)}.{alias.group(1)}"
 
-    def numpy_name(self, node: ast.expr) -> Optional[str]:
-        """``"load"`` for ``np.load`` (``"random.rand"`` ...); None when not NumPy's."""
+    @property
+    def gpu_flags(self) -> FrozenSet[str]:
+        if self._gpu_flags is None:
+            self._gpu_flags = gpu_flags(self.text)
+        return self._gpu_flags
+
+    @property
+    def numpy(self) -> Dict[str, str]:
+        return {local: q for local, q in self.imported.items() if q.split(".", 1)[0] == "numpy"}
+
+    def qualified(self, node: ast.expr) -> Optional[str]:
+        """``numpy.load`` for ``np.load``, ``transformers.default_data_collator`` ...; None when the
+        name is not one of theirs."""
         parts = []
         while type(node) is ast.Attribute:
             parts.append(node.attr)
             node = node.value
         if type(node) is not ast.Name:
             return None
-        head = self.numpy.get(node.id)
+        head = self.imported.get(node.id)
         if head is None:
             return None
-        qualified = ".".join([head, *reversed(parts)])
-        return qualified[6:] if qualified.startswith("numpy.") else None
+        return ".".join([head, *reversed(parts)])
+
+    def numpy_name(self, node: ast.expr) -> Optional[str]:
+        """``"load"`` for ``np.load`` (``"random.rand"`` ...); None when not NumPy's."""
+        qualified = self.qualified(node)
+        return qualified[6:] if qualified is not None and qualified.startswith("numpy.") else None
 
 
 def numpy_functions(tree: ast.Module, names: Names) -> FrozenSet[Tuple[Where, str]]:
@@ -276,7 +298,7 @@ def layer_iterating_classes(tree: ast.Module) -> FrozenSet[str]:
     for node in ast.walk(tree):
         if type(node) is not ast.ClassDef:
             continue
-        methods = [m for m in node.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef)]
+        methods = [cast(ast.FunctionDef, m) for m in node.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef)]
         init = next((m for m in methods if m.name == "__init__"), None)
         if init is None:
             continue
@@ -287,7 +309,7 @@ def layer_iterating_classes(tree: ast.Module) -> FrozenSet[str]:
                 for target in stmt.targets:
                     if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == "self":
                         given.add(target.attr)
-        if any(_iterates(loop.iter, given, params if method is init else set())
+        if any(_iterates(cast(ast.For, loop).iter, given, params if method is init else set())
                for method in methods for loop in ast.walk(method) if type(loop) in (ast.For, ast.AsyncFor)):
             found.add(node.name)
     return frozenset(found)
@@ -301,3 +323,115 @@ def _iterates(iterable: ast.expr, attributes: Set[str], params: Set[str]) -> boo
     if type(iterable) is ast.Attribute:
         return type(iterable.value) is ast.Name and iterable.value.id == "self" and iterable.attr in attributes
     return type(iterable) is ast.Name and iterable.id in params
+
+
+# -- loaders that pin their batches (TL203) -------------------------------------------------------
+_PIN_MEMORY, _COLLATE_FN = 7, 6  # positions in torch's DataLoader (torch_api.DATALOADER_PARAMS)
+# Collate functions that give what the default one gives: tensors in dicts, lists and tuples,
+# which the pin-memory thread pins and whose `.to` takes `non_blocking`.
+TENSOR_COLLATES = frozenset({
+    "torch.utils.data.default_collate", "torch.utils.data.dataloader.default_collate",
+    "torch.utils.data._utils.collate.default_collate", "transformers.default_data_collator",
+    "transformers.data.data_collator.default_data_collator", "transformers.data.default_data_collator",
+})
+#: How a pinned loader's batch may be moved: "default" (the default collate or one like it: the
+#: batch and its parts are tensors); "elements" (another collate: only the parts a batch is read
+#: into are known to be tensors, the batch itself may be an object whose ``.to`` differs).
+DEFAULT, ELEMENTS = "default", "elements"
+
+
+def pinned_loaders(tree: ast.Module, names: Names, is_torch_loader, classes: FrozenSet[str]) -> FrozenSet[Tuple[str, str]]:
+    """(dotted name, DEFAULT or ELEMENTS) for the names some statement of ``tree`` assigns a
+    ``DataLoader(...)`` call that pins its batches: ``pin_memory=True``, or
+    ``pin_memory=torch.cuda.is_available()`` (true wherever a move to the GPU happens). A call of
+    one of the file's other loader ``classes`` (a subclass, MONAI's) counts by keywords only. A
+    name any of whose loader calls does not pin is left out (``_merge_pinned``)."""
+    settings: List[Tuple[str, Optional[str]]] = []
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is not ast.Assign and kind is not ast.AnnAssign:
+            continue
+        value = cast(ast.Assign, node).value
+        if type(value) is not ast.Call:
+            continue
+        call = value
+        func = call.func
+        torch_loader = is_torch_loader(func)
+        if not torch_loader and not (type(func) is ast.Name and func.id in classes):
+            continue
+        setting = _pin_setting(call, names, torch_loader)
+        targets = cast(ast.Assign, node).targets if kind is ast.Assign else [cast(ast.AnnAssign, node).target]
+        for target in targets:
+            dotted = _dotted(target)
+            if dotted is not None:
+                settings.append((dotted, setting))
+    return frozenset((name, setting or "") for name, setting in settings)
+
+
+def merge_pinned(answers: FrozenSet[Tuple[str, str]]) -> Dict[str, str]:
+    """name -> DEFAULT/ELEMENTS for the names every loader call of which pins."""
+    found: Dict[str, str] = {}
+    unpinned: Set[str] = set()
+    for name, setting in answers:
+        if not setting:
+            unpinned.add(name)
+        elif found.get(name) != ELEMENTS:
+            found[name] = setting
+    return {name: setting for name, setting in found.items() if name not in unpinned}
+
+
+def _pin_setting(call: ast.Call, names: Names, positional: bool) -> Optional[str]:
+    """DEFAULT/ELEMENTS when the loader call pins its batches; None when it does not or may not."""
+    pin = _argument(call, "pin_memory", _PIN_MEMORY if positional else None)
+    if pin is None or not _true_on_gpu(pin, names):
+        return None
+    collate = _argument(call, "collate_fn", _COLLATE_FN if positional else None)
+    if collate is None:
+        if any(kw.arg is None for kw in call.keywords):
+            return ELEMENTS  # **kwargs may hold a collate_fn
+        return DEFAULT
+    if type(collate) is ast.Constant and collate.value is None:
+        return DEFAULT
+    qualified = names.qualified(collate)
+    if qualified in TENSOR_COLLATES or (type(collate) in (ast.Name, ast.Attribute) and names.index.resolves(
+            collate, lambda q: q in TENSOR_COLLATES)):
+        return DEFAULT
+    return ELEMENTS
+
+
+# `pin_memory = torch.cuda.is_available()` at the top level of the file, as spelt
+_GPU_FLAG = re.compile(r"^(\w+)[ \t]*=[ \t]*torch[ \t]*\.[ \t]*cuda[ \t]*\.[ \t]*is_available[ \t]*\([ \t]*\)[ \t]*(?:#.*)?$",
+                       re.MULTILINE)
+
+
+def gpu_flags(text: str) -> FrozenSet[str]:
+    """Names the file binds, at its top level, only to ``torch.cuda.is_available()``."""
+    if "is_available" not in text:
+        return frozenset()
+    flags = {m.group(1) for m in _GPU_FLAG.finditer(text)}
+    # a name bound to anything else at the top level as well is not one
+    return frozenset(name for name in flags
+                     if len(re.findall(rf"^{re.escape(name)}[ \t]*(?::[^=\n]*)?=(?!=)", text, re.MULTILINE)) == 1)
+
+
+def _true_on_gpu(node: ast.expr, names: Names) -> bool:
+    if type(node) is ast.Name:
+        return node.id in names.gpu_flags
+    if type(node) is ast.Constant:
+        return node.value is True
+    if type(node) is ast.Call:
+        call = node
+        return not call.args and not call.keywords and names.index.resolves(
+            call.func, lambda q: q == "torch.cuda.is_available")
+    return False
+
+
+def _dotted(node: ast.expr) -> Optional[str]:
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))

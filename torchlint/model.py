@@ -142,7 +142,8 @@ class FileModel:
                                                  "global_names", "default_device_settings",
                                                  "loader_classes", "batches",
                                                  "numpy_functions",
-                                                 "layer_iterating_classes")) -> str:
+                                                 "layer_iterating_classes",
+                                                 "pinned_loaders")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -398,6 +399,26 @@ class FileModel:
         from torchlint.kinds import layer_iterating_classes
 
         return layer_iterating_classes(self.tree)
+
+    def pinned_loaders(self) -> Dict[str, str]:
+        """Loader name -> ``"default"`` or ``"elements"`` for the dotted names every
+        ``DataLoader(...)`` assigned to which in the file pins its batches (``pin_memory=True`` or
+        ``=torch.cuda.is_available()``): ``"default"`` with the default collate (or one like it,
+        ``transformers.default_data_collator``), ``"elements"`` with another (only the parts a
+        batch is read into are known tensors). ``kinds.py``; TL203."""
+        from torchlint.kinds import merge_pinned
+
+        answer = cast(FrozenSet[Tuple[str, str]], self._ask("pinned_loaders", self._pinned_loaders))
+        return merge_pinned(answer)
+
+    def _pinned_loaders(self) -> FrozenSet[Tuple[str, str]]:
+        if "pin_memory" not in self.text:
+            return frozenset()
+        from torchlint.kinds import Names, pinned_loaders
+
+        index, classes = self.index, self.loader_classes()
+        return pinned_loaders(self.tree, Names(self.text, index),
+                              lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER), classes)
     # -- end of kinds of values (F4)
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)

@@ -13,9 +13,12 @@ from torchlint.fixbuilders import statement_removal_edits, with_keyword_args
 from torchlint.heuristics import in_debug_branch, is_accelerator_device, is_per_step_function
 from torchlint.imports import dotted_name
 from torchlint.kinds import ARRAY_METHODS, NUMPY_ARRAY_FUNCTIONS, NUMPY_RANDOM_SIZE
+from torchlint.kinds import DEFAULT as PINNED_DEFAULT
+from torchlint.kinds import TENSOR_COLLATES, gpu_flags
 from torchlint.kinds import NUMPY_DTYPES as _NUMPY_DTYPES
 from torchlint.kinds import TORCH_DTYPES as _TORCH_DTYPES
 from torchlint.loops import is_training_loop, runs_every_step, under_periodic_guard
+from torchlint.model import scope_of
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import ASSIGN, DEF, LOOP, PARAM
 from torchlint.syntax import (
@@ -63,7 +66,10 @@ class NonBlockingTransfer(Rule):
         "until it is done; a non-blocking copy overlaps with queued GPU work."
     )
     requires = (("pin_memory",), (MOVE_CALL,))
-    ast_candidate = staticmethod(lambda index: bool(index.method_calls("to", "cuda")) and index.called("DataLoader"))
+    # a move in this statement; the pinned loader may be anywhere in the file (the whole-file
+    # model's batches and pinned loaders: a loader built in `setup()`, a batch drawn in `step()`)
+    ast_candidate = staticmethod(lambda index: bool(index.method_calls("to", "cuda"))
+                                 and index.whole().mentions("pin_memory"))
     fix_applicability = SAFE
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
@@ -79,14 +85,60 @@ class NonBlockingTransfer(Rule):
             return  # True already, or unknown
         if method[1] == "to" and not is_accelerator_device(self.ctx, bound.get("device")):
             return
-        loop = next((l for l in enclosing_loops(self.ctx) if isinstance(l, cst.For) and self._pinned_loop(l)), None)
-        if loop is None or not self._straight_from(method[0], loop, set()):
-            return
+        if not self._from_pinned_batch(method[0]):
+            loop = next((l for l in enclosing_loops(self.ctx) if isinstance(l, cst.For) and self._pinned_loop(l)), None)
+            if loop is None or not self._straight_from(method[0], loop, set()):
+                return
         self.report(node, fix=self._fix(node, bound))
+
+    def _from_pinned_batch(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` a batch, or a part of one, as drawn from loaders that all pin (the
+        whole-file model: ``batch_loaders`` of this scope, ``pinned_loaders``), with the default
+        collate function or one known to give tensors (``transformers.default_data_collator``)?
+        Another collate function may give objects whose ``.to`` takes no ``non_blocking`` (DETR's
+        ``NestedTensor``), in the batch or in its parts."""
+        root = value
+        while isinstance(root, (cst.Subscript, cst.Attribute)):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return False
+        model = self.ctx.model
+        loaders = model.batch_loaders(scope_of(self.ctx.ancestors)).get(root.value)
+        if not loaders:
+            return False
+        pinned = model.pinned_loaders()
+        settings = {pinned.get(loader) for loader in loaders}
+        if None in settings:
+            return False
+        return settings == {PINNED_DEFAULT}
 
     def _pinned_loop(self, loop: cst.For) -> bool:
         loaders = self.ctx.semantic.loader_calls(loop.iter)
-        return bool(loaders) and all(_pins(call) for call in loaders)
+        return bool(loaders) and all(self._pins(call) for call in loaders)
+
+    def _pins(self, call: cst.Call) -> bool:
+        """A DataLoader known to pin its batches (``pin_memory=True``, or
+        ``=torch.cuda.is_available()``: true wherever there is a GPU to copy to), with the default
+        collate function or one known to give tensors (``transformers.default_data_collator``)."""
+        if has_star_args(call):
+            return False
+        pin = get_arg(call, "pin_memory", PIN_MEMORY)
+        if pin is None:
+            return False
+        value = pin.value
+        if literal_value(value) is True:
+            pass
+        elif isinstance(value, cst.Name):  # `pin_memory = torch.cuda.is_available()` at the top level
+            if value.value not in gpu_flags(self.ctx.text):
+                return False
+        elif not (
+                isinstance(value, cst.Call) and not value.args
+                and self.ctx.resolve_call(value) == "torch.cuda.is_available"):
+            return False
+        collate = get_arg(call, "collate_fn", COLLATE_FN)
+        if collate is None or literal_value(collate.value) is None:
+            return True
+        return dotted_name(collate.value) is not None and self.ctx.resolve(collate.value) in TENSOR_COLLATES
 
     def _straight_from(self, value: cst.BaseExpression, loop: cst.For, seen: set) -> bool:
         """Is ``value`` a tensor as ``loop``'s loader yielded it: a loop variable, a read from one
@@ -128,16 +180,6 @@ class NonBlockingTransfer(Rule):
         else:
             edit = NodeEdit(node, with_keyword_args(node, [("non_blocking", true)]))
         return FixSpec(SAFE, "Pass `non_blocking=True`", (edit,))
-
-
-def _pins(call: cst.Call) -> bool:
-    """A DataLoader known to pin its batches, with the default collate function."""
-    if has_star_args(call):
-        return False
-    pin = get_arg(call, "pin_memory", PIN_MEMORY)
-    collate = get_arg(call, "collate_fn", COLLATE_FN)
-    return pin is not None and literal_value(pin.value) is True and (
-        collate is None or literal_value(collate.value) is None)
 
 
 # -- TL204 ----------------------------------------------------------------------------------------
