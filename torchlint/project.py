@@ -34,8 +34,9 @@ from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
 SUMMARY_VERSION = 4
-# Torch classes whose project subclasses rules treat as the class itself (TL701).
-TRACKED_BASES = frozenset({"torch.nn.DataParallel"})
+# Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
+# TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
+TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
 TRAIN, EVAL = "train", "eval"
 
 

@@ -11,7 +11,7 @@ from torchlint.diagnostics import UNSAFE
 from torchlint.imports import dotted_name
 from torchlint.loops import calls_gradient_step
 from torchlint.rules.base import Rule
-from torchlint.semantic import PARAM
+from torchlint.semantic import CLASS, IMPORT, PARAM
 from torchlint.syntax import (
     UNKNOWN,
     enclosing_function,
@@ -46,6 +46,85 @@ def _is_dataloader(node: cst.Call, ctx) -> bool:
     return ctx.resolve_call(node) == DATALOADER
 
 
+# Lightning's module classes: their `train_dataloader()`/`val_dataloader()` loaders are iterated
+# once per epoch by the Trainer (`test_`/`predict_dataloader` once per run).
+LIGHTNING_MODULES = frozenset({"LightningModule", "LightningDataModule"})
+LIGHTNING_PACKAGES = frozenset({"pytorch_lightning", "lightning", "lightning_fabric"})
+PER_EPOCH_HOOKS = frozenset({"train_dataloader", "val_dataloader"})
+
+
+def _loader_class_call(node: cst.Call, ctx) -> bool:
+    """A call of a DataLoader subclass or a library's DataLoader: a class the whole-file model
+    knows (``from monai.data import DataLoader``, ``class AudioDataLoader(DataLoader)`` of this
+    file), one the project index traces to torch's DataLoader in another file, or a local bound
+    only to such classes (``cls = DataLoader if plain else IterableDataLoader``). Its keywords are
+    DataLoader's; its positional order may not be."""
+    func = node.func
+    if not isinstance(func, cst.Name):
+        return False
+    return _names_loader_class(func, ctx, 0)
+
+
+def _names_loader_class(name: cst.BaseExpression, ctx, depth: int) -> bool:
+    if isinstance(name, cst.Attribute):
+        return ctx.resolve(name) == DATALOADER
+    if not isinstance(name, cst.Name) or depth > 2:
+        return False
+    bindings = ctx.semantic.lookup(name)
+    if not bindings:
+        return False
+    if all(b.kind in (IMPORT, CLASS) for b in bindings):
+        return (ctx.resolve(name) == DATALOADER or name.value in ctx.model.loader_classes()
+                or ctx.project.subclasses.get(name.value) == DATALOADER)
+    values = ctx.semantic.values_of(name)
+    if not values:
+        return False
+    branches: List[cst.BaseExpression] = []
+    for value in values:
+        branches += [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+    return all(isinstance(b, (cst.Name, cst.Attribute)) and _names_loader_class(b, ctx, depth + 1) for b in branches)
+
+
+def _is_loader_call(node: cst.Call, ctx) -> bool:
+    """torch's ``DataLoader(...)`` or a subclass's (``_loader_class_call``)."""
+    return _is_dataloader(node, ctx) or _loader_class_call(node, ctx)
+
+
+def _position(node: cst.Call, ctx, index: int) -> Optional[int]:
+    """DataLoader's positional index for torch's own class; None (by keyword only) for others."""
+    return index if _is_dataloader(node, ctx) else None
+
+
+def _keyword_dict(node: cst.Call, ctx) -> Optional[Dict[str, cst.BaseExpression]]:
+    """The keywords a ``**kwargs`` argument passes, where the name is bound once to
+    ``dict(a=..., b=...)`` or ``{"a": ..., "b": ...}`` (barlowtwins: ``kwargs = dict(batch_size=...,
+    num_workers=args.workers)``); None when a star argument's keywords are not known."""
+    found: Dict[str, cst.BaseExpression] = {}
+    for arg in node.args:
+        if not arg.star:
+            continue
+        if arg.star != "**" or not isinstance(arg.value, cst.Name):
+            return None
+        values = ctx.semantic.values_of(arg.value)
+        if not values or len(values) != 1:
+            return None
+        value = values[0]
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict" \
+                and ctx.semantic.lookup(value.func) is None:
+            if any(a.keyword is None for a in value.args):
+                return None
+            found.update((a.keyword.value, a.value) for a in value.args if a.keyword is not None)
+        elif isinstance(value, cst.Dict):
+            for element in value.elements:
+                key = literal_value(element.key) if isinstance(element, cst.DictElement) else UNKNOWN
+                if not isinstance(key, str):
+                    return None
+                found[key] = element.value
+        else:
+            return None
+    return found
+
+
 def _may_be_positive(value) -> bool:
     return value is UNKNOWN or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
 
@@ -54,8 +133,11 @@ def _loader_with_workers(index) -> bool:
     """A ``DataLoader`` call that may start workers: ``num_workers`` passed (by keyword, or at
     its position); an omitted one means none, and TL103 has nothing to keep alive."""
     calls = index.calls_of("DataLoader")
-    return calls is None or any(
-        len(call.args) > NUM_WORKERS or any(k.arg == "num_workers" for k in call.keywords) for call, _ in calls)
+    if calls is None or any(
+            len(call.args) > NUM_WORKERS or any(k.arg == "num_workers" for k in call.keywords) for call, _ in calls):
+        return True
+    # a subclass's or a library's loader, or workers given through `**kwargs`: the rule decides
+    return any(type(node).__name__ == "keyword" for node, _, _ in index.occurrences(("num_workers",)))
 
 
 def _single_epoch(loop: cst.CSTNode) -> bool:
@@ -120,6 +202,7 @@ class DataLoaderPersistentWorkers(_LoaderRule):
     )
     requires = (("DataLoader",), ("num_workers",))
     ast_candidate = staticmethod(lambda index: _loader_with_workers(index))
+    uses_project = True  # a DataLoader subclass of another file (``ctx.project.subclasses``)
     # its visits collect loader calls, calls made in loops and the loaders loops iterate
     walk_candidate = staticmethod(lambda index: index.called("DataLoader") or bool(index.loops()))
     fix_applicability = UNSAFE
@@ -131,18 +214,83 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         self.per_epoch: Set[int] = set()  # ids of loader calls iterated once per epoch
         self.loops_in: Dict[int, List[cst.Call]] = {}  # id(function) -> loaders its top-level loops iterate
         self.calls_in_loops: List[Tuple[cst.Call, List[cst.CSTNode]]] = []
+        # id(function) -> (the function, parameters it iterates inside a loop of its own):
+        # `def cycle(dl): while True: for b in dl: yield b` iterates whatever loader it is given again
+        self.repeating: Dict[int, Tuple[cst.FunctionDef, Set[str]]] = {}
+        self._preparing: Set[int] = set()  # `accelerator.prepare(...)` calls being followed
+
+    def loader_factory(self, call: cst.Call) -> List[cst.Call]:
+        """The loader calls a call that is not torch's ``DataLoader(...)`` gives: a subclass's own
+        call; the loader handed to ``accelerator.prepare(dl)`` (accelerate wraps it in a loader
+        built with the same keywords, ``persistent_workers`` and ``num_workers`` included)."""
+        if _loader_class_call(call, self.ctx):
+            return [call]
+        func = call.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "prepare" and len(call.args) == 1
+                and call.args[0].keyword is None and not call.args[0].star and id(call) not in self._preparing
+                and "accelerator" in (dotted_name(func.value) or "").lower()):
+            self._preparing.add(id(call))
+            try:
+                return self.ctx.semantic.loader_calls(call.args[0].value, self.loader_factory)
+            finally:
+                self._preparing.discard(id(call))
+        return []
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _is_dataloader(node, self.ctx):
-            if not has_star_args(node) and self._has_workers(node) and self._not_persistent(node):
+        if _is_loader_call(node, self.ctx):
+            if (not has_star_args(node) or _keyword_dict(node, self.ctx) is not None) and self._has_workers(node) \
+                    and self._not_persistent(node):
                 self.pending.append(_Pending(node, list(self.ctx.ancestors)))
             return
         if enclosing_loops(self.ctx):
             self.calls_in_loops.append((node, list(self.ctx.ancestors)))
 
+    def _prepared(self, iterable: cst.BaseExpression) -> List[cst.Call]:
+        """Loaders a name unpacked from ``accelerator.prepare(model, opt, dl)`` stands for (the
+        argument at the name's position)."""
+        found: List[cst.Call] = []
+        for value in self.ctx.semantic.iterated_values(iterable):
+            inner = self._prepared_name(value, set()) if isinstance(value, cst.Name) else []
+            if not inner:
+                return []
+            found += inner
+        return found
+
+    def _prepared_name(self, name: cst.Name, seen: Set[int]) -> List[cst.Call]:
+        semantic = self.ctx.semantic
+        bindings = semantic.lookup(name)
+        if not bindings or id(name) in seen:
+            return []
+        seen.add(id(name))
+        found: List[cst.Call] = []
+        for b in bindings:
+            statement = b.statement
+            if b.value is not None:  # `dl = DataLoader(...)` reaching beside the unpacking
+                inner = semantic.loader_calls(b.value, self.loader_factory)
+            elif (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0].target, cst.Tuple) and isinstance(statement.value, cst.Call)):
+                call, elements = statement.value, statement.targets[0].target.elements
+                func = call.func
+                position = next((i for i, e in enumerate(elements) if e.value is b.node), None)
+                if not (isinstance(func, cst.Attribute) and func.attr.value == "prepare" and position is not None
+                        and "accelerator" in (dotted_name(func.value) or "").lower()
+                        and len(call.args) == len(elements) and all(a.keyword is None and not a.star for a in call.args)):
+                    return []
+                given = call.args[position].value
+                inner = semantic.loader_calls(given, self.loader_factory)
+                if not inner and isinstance(given, cst.Name):
+                    inner = self._prepared_name(given, seen)
+            else:
+                return []
+            if not inner:
+                return []
+            found += inner
+        return found
+
     def visit_For(self, node: cst.For) -> None:
-        loaders = self.ctx.semantic.loader_calls(node.iter)
+        loaders = self.ctx.semantic.loader_calls(node.iter, self.loader_factory) or self._prepared(node.iter)
         if not loaders:
+            self._repeats_parameter(node)
             return
         outer = [l for l in enclosing_loops(self.ctx) if not _single_epoch(l)]
         if outer:
@@ -153,10 +301,21 @@ class DataLoaderPersistentWorkers(_LoaderRule):
             if function is not None:
                 self.loops_in.setdefault(id(function), []).extend(loaders)
 
+    def _repeats_parameter(self, node: cst.For) -> None:
+        """A ``for`` over a parameter of its function inside another loop of that function."""
+        if not isinstance(node.iter, cst.Name) or not [l for l in enclosing_loops(self.ctx) if not _single_epoch(l)]:
+            return
+        function = enclosing_function(self.ctx)
+        bindings = self.ctx.semantic.lookup(node.iter) or ()
+        if function is not None and bindings and all(b.kind == PARAM for b in bindings):
+            self.repeating.setdefault(id(function), (function, set()))[1].add(node.iter.value)
+
     def leave_Module(self, node: cst.Module) -> None:
         if not self.pending:
             return
         semantic = self.ctx.semantic
+        if self.repeating:
+            self._loaders_given_to_repeating(node)
         for call, ancestors in self.calls_in_loops:
             epoch = next((a for a in reversed(ancestors) if isinstance(a, (cst.For, cst.While))), None)
             if epoch is None or _single_epoch(epoch):
@@ -170,8 +329,9 @@ class DataLoaderPersistentWorkers(_LoaderRule):
             for index, arg in enumerate(call.args):
                 if arg.star:
                     break
-                built = _built_before(epoch, semantic.loader_calls(arg.value))
-                loaders = [c for c in semantic.loader_calls(arg.value) if id(c) in built]
+                given = semantic.loader_calls(arg.value, self.loader_factory)
+                built = _built_before(epoch, given)
+                loaders = [c for c in given if id(c) in built]
                 if not loaders:
                     continue
                 if function is not None:
@@ -181,32 +341,102 @@ class DataLoaderPersistentWorkers(_LoaderRule):
                 elif not (set(name_tokens(call.func)) & PER_EPOCH_WORDS):
                     continue
                 self.per_epoch.update(id(c) for c in loaders)
-        self.report_pending(lambda item: id(item.call) in self.per_epoch, lambda item: self._fix(item.call))
+        self.report_pending(lambda item: id(item.call) in self.per_epoch or self._lightning_per_epoch(item),
+                            lambda item: self._fix(item.call))
+
+    def _loaders_given_to_repeating(self, module: cst.Module) -> None:
+        """Loaders handed (anywhere) to a function that iterates that parameter again and again
+        (``self.dl = cycle(dl)``): each pass re-forks the workers."""
+        semantic = self.ctx.semantic
+        for call in walk(module):
+            if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+                continue
+            function = semantic.module_function(call.func)
+            if function is None or id(function) not in self.repeating:
+                continue
+            params = self.repeating[id(function)][1]
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                if _parameter_for(function, index, arg) in params:
+                    self.per_epoch.update(id(c) for c in semantic.loader_calls(arg.value, self.loader_factory))
+
+    def _lightning_per_epoch(self, item: _Pending) -> bool:
+        """A loader a Lightning module's ``train_dataloader()``/``val_dataloader()`` returns
+        (directly, through a name, or through a method of the class it returns the value of:
+        ``return self._data_loader(ds)``): the Trainer iterates it once per epoch."""
+        function = next((a for a in reversed(item.ancestors) if isinstance(a, (cst.FunctionDef, cst.Lambda))), None)
+        if not isinstance(function, cst.FunctionDef) or not self._returns(function, item.call):
+            return False
+        cls = item.ancestors[item.ancestors.index(function) - 1] if item.ancestors.index(function) > 0 else None
+        if isinstance(cls, cst.IndentedBlock):
+            index = item.ancestors.index(cls)
+            cls = item.ancestors[index - 1] if index > 0 else None
+        if not isinstance(cls, cst.ClassDef) or not self._lightning_class(cls):
+            return False
+        if function.name.value in PER_EPOCH_HOOKS:
+            return True
+        for hook in cls.body.body:  # `def train_dataloader(self): return self._data_loader(...)`
+            if isinstance(hook, cst.FunctionDef) and hook.name.value in PER_EPOCH_HOOKS:
+                for value in self.ctx.semantic.returned_values(hook):
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                            and self.ctx.semantic.module_function(value.func) is function:
+                        return True
+        return False
+
+    def _returns(self, function: cst.FunctionDef, call: cst.Call) -> bool:
+        for value in self.ctx.semantic.returned_values(function):
+            if value is call:
+                return True
+            if isinstance(value, cst.Name) and any(v is call for v in self.ctx.semantic.values_of(value) or ()):
+                return True
+        return False
+
+    def _lightning_class(self, cls: cst.ClassDef) -> bool:
+        for base in cls.bases:
+            name = self.ctx.resolve(base.value) or ""
+            if name.split(".", 1)[0] in LIGHTNING_PACKAGES and name.rsplit(".", 1)[-1] in LIGHTNING_MODULES:
+                return True
+        return False
+
+    def _argument(self, node: cst.Call, keyword: str, position: int) -> Optional[cst.BaseExpression]:
+        """The value bound to a DataLoader parameter, by keyword, position (torch's class only) or
+        through a known ``**kwargs`` dict."""
+        arg = get_arg(node, keyword, _position(node, self.ctx, position))
+        if arg is not None:
+            return arg.value
+        if has_star_args(node):
+            return (_keyword_dict(node, self.ctx) or {}).get(keyword)
+        return None
 
     def _has_workers(self, node: cst.Call) -> bool:
-        arg = get_arg(node, "num_workers", NUM_WORKERS)
-        if arg is None:
+        value = self._argument(node, "num_workers", NUM_WORKERS)
+        if value is None:
             return False  # the default: no workers
-        values = [arg.value]
-        if isinstance(arg.value, cst.Name):  # `num_workers = 0` ... `num_workers=num_workers`
-            values = self.ctx.semantic.values_of(arg.value) or values
+        values = [value]
+        if isinstance(value, cst.Name):  # `num_workers = 0` ... `num_workers=num_workers`
+            values = self.ctx.semantic.values_of(value) or values
         return any(_may_be_positive(literal_value(v)) for v in values)
 
     def _not_persistent(self, node: cst.Call) -> bool:
-        arg = get_arg(node, "persistent_workers", PERSISTENT_WORKERS)
-        return arg is None or literal_value(arg.value) is False
+        value = self._argument(node, "persistent_workers", PERSISTENT_WORKERS)
+        return value is None or literal_value(value) is False
 
     def _fix(self, node: cst.Call) -> Optional[FixSpec]:
         """``persistent_workers=True`` for a positive literal ``num_workers``;
-        ``persistent_workers=<workers> > 0`` for a name or attribute (0 workers would raise)."""
-        workers = get_arg(node, "num_workers", NUM_WORKERS).value
+        ``persistent_workers=<workers> > 0`` for a name or attribute (0 workers would raise).
+        None where ``num_workers`` comes through ``**kwargs``."""
+        arg = get_arg(node, "num_workers", _position(node, self.ctx, NUM_WORKERS))
+        if arg is None:
+            return None
+        workers = arg.value
         if literal_value(workers) is not UNKNOWN:
             value: cst.BaseExpression = cst.Name("True")
         elif dotted_name(workers) is not None:
             value = cst.Comparison(workers, [cst.ComparisonTarget(cst.GreaterThan(), cst.Integer("0"))])
         else:
             return None  # a call may differ between two evaluations
-        current = get_arg(node, "persistent_workers", PERSISTENT_WORKERS)
+        current = get_arg(node, "persistent_workers", _position(node, self.ctx, PERSISTENT_WORKERS))
         if current is not None:
             edit = NodeEdit(current.value, value)
         else:
