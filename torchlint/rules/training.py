@@ -573,7 +573,10 @@ class DdpNoSync(Rule):
         if not backwards:
             return
         steps = optimizer_steps(self.ctx, loop, through_helpers=True)
-        if not steps or not all(any(map(is_accumulation_guard, site.guards)) for site, _ in steps):
+        if not steps:
+            if not self._micro_batch_loop(loop):
+                return
+        elif not all(any(map(is_accumulation_guard, site.guards)) for site, _ in steps):
             return
         scope = self.ctx.enclosing(cst.ClassDef) or _scope_of(self.ctx)
         if _controls_sync(self.ctx, scope):
@@ -581,8 +584,45 @@ class DdpNoSync(Rule):
         models: List[cst.BaseExpression] = []
         if not self._ddp_model_in(loop, models):
             return
-        fix = self._fix(loop, backwards[0], steps, models)
-        self.report(backwards[0].node, None if fix else self._no_fix_message, fix)
+        fix = self._fix(loop, backwards[0], steps, models) if steps else None
+        self.report(backwards[0].node, None if fix else self._no_fix_message, fix, hint=None if steps else (
+            "`backward()` runs on every micro-batch and the optimizer steps once they are done, and "
+            "DistributedDataParallel all-reduces the gradients on every `backward()`: only the last "
+            "micro-batch needs it."))
+
+    def _micro_batch_loop(self, loop) -> bool:
+        """A loop that backpropagates every iteration and takes no optimizer step itself is
+        gradient accumulation over its iterations when the step follows it: an optimizer step
+        after the loop in the enclosing loop's body or the function's (``for chunk in
+        batch.split(m): ...backward()`` then ``optimizer.step()``), or its iterable names
+        micro-batches (``split_microbatches(...)``, ``range(0, n, self.microbatch)``: a helper
+        whose caller steps once it returns; issue 29, class 3)."""
+        if isinstance(loop, cst.For):
+            if any(isinstance(n, (cst.Name, cst.Attribute)) and set(name_tokens(n)) & _MICRO_BATCH_WORDS
+                   for n in walk(loop.iter)):
+                return True
+            iterable = loop.iter
+            while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args \
+                    and iterable.func.value in ("enumerate", "zip", "list", "tuple"):
+                iterable = iterable.args[0].value
+            if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) \
+                    and iterable.func.attr.value in _SPLITTING:
+                return True  # batch.split(m), torch.chunk(x, n)
+        outer = next((o for o in enclosing_loops(self.ctx) if o is not loop), None)
+        after = outer.body if outer is not None else _scope_of(self.ctx)
+        passed = False  # only a step after the loop, in the text's order
+        inside: Set[int] = set()
+        for node in walk(after, scope_types()):
+            if node is loop:
+                passed = True
+                inside = {id(n) for n in walk(loop)}
+                continue
+            if not passed or not isinstance(node, cst.Call) or id(node) in inside:
+                continue
+            method = method_call(node)
+            if method is not None and method[1] == "step" and is_optimizer_like(method[0]):
+                return True
+        return False
 
     _no_fix_message = (
         "DDP all-reduces on every micro-step; run the non-final forward/backward under `model.no_sync()`"
@@ -664,6 +704,12 @@ class DdpNoSync(Rule):
             if values and all(isinstance(v, cst.Call) for v in values):
                 plain = True  # a module built here without DDP
         return unknown and not plain and _file_builds_ddp(self.ctx)
+
+
+# Words of an iterable of micro-batches (TL403).
+_MICRO_BATCH_WORDS = frozenset({"micro", "microbatch", "microbatches", "micro_batch", "micro_batches"})
+# ... and the calls that cut a batch into them
+_SPLITTING = frozenset({"split", "chunk", "tensor_split"})
 
 
 def _readable_early(test: cst.BaseExpression, between: List[cst.CSTNode]) -> bool:
