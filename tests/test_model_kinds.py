@@ -212,3 +212,65 @@ def test_the_editor_drops_tl203_when_the_loader_stops_pinning():
     after = engine.lint_source(edited, "m.py", settings, incremental=True)
     assert [d.to_json() for d in after] == [d.to_json() for d in engine.lint_source(edited, "m.py", settings)] == []
     editor_memo.clear()
+
+
+VGG = textwrap.dedent("""\
+    import torch.nn as nn
+
+
+    def make_layers(cfg, batch_norm=False):
+        layers = []
+        for v in cfg:
+            conv2d = nn.Conv2d(3, v, kernel_size=3, padding=1)
+            if batch_norm:
+                layers += [conv2d, nn.BatchNorm2d(v), nn.ReLU(inplace=True)]
+            else:
+                layers += [conv2d, nn.ReLU(inplace=True)]
+        return nn.Sequential(*layers)
+
+
+    def block(c, normalize=True):
+        layers = [nn.Conv2d(c, c, 3)]
+        if normalize:
+            layers.append(nn.BatchNorm2d(c))
+        return layers
+""")
+
+VGG_CALLS = textwrap.dedent("""\
+
+
+    def vgg11_bn():
+        return make_layers([64], batch_norm=True)
+
+
+    HEAD = nn.Sequential(*block(8, normalize=False), *block(8))
+""")
+
+
+def test_layer_list_functions_and_literal_flags():
+    text = VGG + VGG_CALLS
+    model = FileModel(ast.parse(text), text)
+    assert model.layer_list_functions() == {"block"}
+    assert model.literal_flags() == {("make_layers", "batch_norm", True), ("block", "normalize", False),
+                                     ("ReLU", "inplace", True)}
+
+
+def test_tl301_under_a_flag_true_in_another_function_is_the_same_three_ways(monkeypatch):
+    settings = Settings(select=("TL301",))
+    text = VGG + FILLER + VGG_CALLS
+    whole, batch, editor = _three_ways(monkeypatch, text, settings)
+    assert [(d["code"], d["location"]["row"]) for d in whole] == [("TL301", 7), ("TL301", 16)]
+    assert batch == whole == editor
+    editor_memo.clear()
+
+
+def test_the_editor_drops_tl301_when_no_call_turns_the_flag_on():
+    editor_memo.clear()
+    settings = Settings(select=("TL301",))
+    text = VGG + FILLER + VGG_CALLS
+    assert len(engine.lint_source(text, "m.py", settings, incremental=True)) == 2
+    edited = text.replace("batch_norm=True)", "batch_norm=False)")
+    after = engine.lint_source(edited, "m.py", settings, incremental=True)
+    assert [d.to_json() for d in after] == [d.to_json() for d in engine.lint_source(edited, "m.py", settings)]
+    assert [d.location.row for d in after] == [16]
+    editor_memo.clear()

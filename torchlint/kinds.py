@@ -435,3 +435,52 @@ def _dotted(node: ast.expr) -> Optional[str]:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+# -- functions whose returned lists become layers; literal flags passed to functions (TL301) ------
+def layer_list_functions(tree: ast.Module, names: Names) -> FrozenSet[str]:
+    """Names ``f`` of the functions whose result the file uses as a list of layers: ``*f(...)``
+    among the arguments of ``nn.Sequential(...)``, ``layers.extend(f(...))``, ``layers += f(...)``
+    (by the callee's name: a nested helper of ``__init__`` as a module-level one)."""
+    found: Set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Call:
+            call = cast(ast.Call, node)
+            func = call.func
+            if type(func) is ast.Attribute and func.attr == "extend" and len(call.args) == 1:
+                _add_callee(call.args[0], found)
+            elif any(type(a) is ast.Starred for a in call.args) and names.index.resolves(
+                    func, lambda q: q == "torch.nn.Sequential"):
+                for arg in call.args:
+                    if type(arg) is ast.Starred:
+                        _add_callee(arg.value, found)
+        elif kind is ast.AugAssign and type(cast(ast.AugAssign, node).op) is ast.Add:
+            _add_callee(cast(ast.AugAssign, node).value, found)
+    return frozenset(found)
+
+
+def _add_callee(node: ast.expr, found: Set[str]) -> None:
+    if type(node) is ast.Call:
+        func = node.func
+        if type(func) is ast.Name:
+            found.add(func.id)
+        elif type(func) is ast.Attribute:
+            found.add(func.attr)  # self.make_block(...)
+
+
+def literal_flags(tree: ast.Module) -> FrozenSet[Tuple[str, str, bool]]:
+    """(callee name, keyword, value) for each ``f(..., keyword=True/False)`` of the file (the
+    callee by its last name: ``make_layers``, ``self.block``)."""
+    found: Set[Tuple[str, str, bool]] = set()
+    for node in ast.walk(tree):
+        if type(node) is not ast.Call:
+            continue
+        func = node.func
+        callee = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else None
+        if callee is None:
+            continue
+        for kw in node.keywords:
+            if kw.arg is not None and type(kw.value) is ast.Constant and isinstance(kw.value.value, bool):
+                found.add((callee, kw.arg, kw.value.value))
+    return frozenset(found)

@@ -143,7 +143,8 @@ class FileModel:
                                                  "loader_classes", "batches",
                                                  "numpy_functions",
                                                  "layer_iterating_classes",
-                                                 "pinned_loaders")) -> str:
+                                                 "pinned_loaders",
+                                                 "layer_list_functions", "literal_flags")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -419,6 +420,30 @@ class FileModel:
         index, classes = self.index, self.loader_classes()
         return pinned_loaders(self.tree, Names(self.text, index),
                               lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER), classes)
+
+    def layer_list_functions(self) -> FrozenSet[str]:
+        """Names of the functions whose result the file uses as layers (``*f(...)`` in
+        ``nn.Sequential``, ``layers.extend(f(...))``, ``layers += f(...)``; ``kinds.py``; TL301)."""
+        return cast(FrozenSet[str], self._ask("layer_list_functions", self._layer_list_functions))
+
+    def _layer_list_functions(self) -> FrozenSet[str]:
+        if "Sequential" not in self.text and "extend" not in self.text and "+=" not in self.text:
+            return frozenset()
+        from torchlint.kinds import Names, layer_list_functions
+
+        return layer_list_functions(self.tree, Names(self.text, self.index))
+
+    def literal_flags(self) -> FrozenSet[Tuple[str, str, bool]]:
+        """(callee name, keyword, value) for every ``f(..., keyword=True/False)`` of the file
+        (``kinds.py``): whether a flag is true in some call (TL301's ``if batch_norm:``)."""
+        return cast(FrozenSet[Tuple[str, str, bool]], self._ask("literal_flags", self._literal_flags))
+
+    def _literal_flags(self) -> FrozenSet[Tuple[str, str, bool]]:
+        if "True" not in self.text and "False" not in self.text:
+            return frozenset()
+        from torchlint.kinds import literal_flags
+
+        return literal_flags(self.tree)
     # -- end of kinds of values (F4)
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)

@@ -178,6 +178,7 @@ class ConvBiasBeforeBatchNorm(Rule):
     message = "Conv bias is cancelled by the BatchNorm that follows; pass `bias=False`"
     hint = "BatchNorm subtracts the per-channel mean, so the bias only adds parameters and work."
     default_norm_message = "Conv bias is cancelled by the BatchNorm `{param}` defaults to; pass `bias=False` for it"
+    conditional_message = "Conv bias is cancelled by the BatchNorm that follows when `{test}` is true; pass `bias={bias}`"
     requires = (("Conv",), ("BatchNorm",))
     # every finding needs a norm its code (or a module-level alias) names: a call, a default
     ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True)
@@ -197,6 +198,11 @@ class ConvBiasBeforeBatchNorm(Rule):
         self._conv_ancestors: Dict[int, Tuple[cst.CSTNode, ...]] = {}
         self._indexes: Dict[int, "_Index"] = {}
         self._classes_with_convs: Set[int] = set()
+        #: id(a conv's Name read in an ``if`` branch) -> the test, when the conv's other read is
+        #: in the ``else`` (``if batch_norm: layers += [conv2d, bn] else: layers += [conv2d]``)
+        self._branch_tests: Dict[int, cst.BaseExpression] = {}
+        #: id(a layer added alone under an ``if`` right after the previous one) -> the test
+        self._conditions: Dict[int, cst.BaseExpression] = {}
 
     # -- nn.Sequential(conv, bn, ...) ---------------------------------------------------------
     def leave_Call(self, node: cst.Call) -> None:
@@ -209,6 +215,20 @@ class ConvBiasBeforeBatchNorm(Rule):
             if self._handed_to_layer_iterator(node):
                 return  # `MaskConv(nn.Sequential(conv, bn))`: code may run between the layers
             self._check_layers(self._sequential_layers(node))
+
+    def leave_Return(self, node: cst.Return) -> None:
+        """``return layers`` from a function whose result the file uses as layers (``*f(...)`` in
+        a ``Sequential``, ``layers.extend(f(...))``: the whole-file model's
+        ``layer_list_functions``, issue 29 class 7)."""
+        value = node.value
+        if not isinstance(value, cst.Name):
+            return
+        function = next((a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.FunctionDef)), None)
+        if function is None or function.name.value not in self.ctx.model.layer_list_functions():
+            return
+        built = self._built_list(value)
+        if built is not None:
+            self._check_layers(built.layers(self._conditions))
 
     def _handed_to_layer_iterator(self, node: cst.Call) -> bool:
         """Is the container an argument of a class of this file that iterates the module given to
@@ -248,7 +268,7 @@ class ConvBiasBeforeBatchNorm(Rule):
                 continue
             if arg.star == "*":
                 built = self._built_list(arg.value)
-                layers += built.layers() if built is not None else [None]
+                layers += built.layers(self._conditions) if built is not None else [None]
             elif arg.star:
                 layers.append(None)
             else:
@@ -256,6 +276,10 @@ class ConvBiasBeforeBatchNorm(Rule):
         return layers
 
     def _check_layers(self, layers: Layers) -> None:
+        """Report each conv with its bias on that the layers put straight before a norm. A pair
+        that exists only under an ``if`` (``self._conditions``: id(layer) -> the test it was
+        added under; a conv read in one branch of an ``if``/``else``; issue 29 class 7) counts
+        where the test is true in some call of the function around it."""
         for first, second in zip(layers, layers[1:]):
             if first is None or second is None:
                 continue
@@ -263,7 +287,35 @@ class ConvBiasBeforeBatchNorm(Rule):
             if conv is not None:
                 norm = self._norm_kind(second)
                 if norm is not None:
-                    self._report_conv(conv, norm)
+                    test = self._conditions.get(id(second), self._conditions.get(id(first)))
+                    if test is None:
+                        test = self._branch_tests.get(id(first))
+                    if test is None:
+                        self._report_conv(conv, norm)
+                    elif self._true_in_some_call(test):
+                        self._report_conv(conv, norm, fixable=False, condition=test)
+
+    def _true_in_some_call(self, test: cst.BaseExpression) -> bool:
+        """Is ``test`` (``flag`` or ``not flag``, a parameter of ``function``) true where
+        ``function`` is called with the parameter's default, or where some call of the file
+        (the whole-file model's ``literal_flags``) passes it as a literal?"""
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        name = test.expression if negated else test
+        if not isinstance(name, cst.Name):
+            return False
+        scope = self.ctx.semantic.scope_for(name)
+        function = scope.node if scope is not None else None
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        params = function.params
+        param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                      if p.name.value == name.value), None)
+        if param is None:
+            return False
+        wanted = not negated
+        if param.default is not None and literal_value(param.default) is wanted:
+            return True
+        return (function.name.value, name.value, wanted) in self.ctx.model.literal_flags()
 
     # -- layers collected in a list: layers.append(conv); ...; nn.Sequential(*layers) -----------
     def _built_list(self, expr: cst.BaseExpression) -> Optional["_BuiltList"]:
@@ -428,7 +480,32 @@ class ConvBiasBeforeBatchNorm(Rule):
         if not isinstance(value, cst.Call) or not isinstance(target, cst.Name):
             return None
         uses = self._uses(target)
+        if uses is not None and len(uses) == 2 and expr in uses:
+            test = self._exclusive_branches(uses[0], uses[1], expr)
+            if test is not None:
+                self._branch_tests[id(expr)] = test
+                return value
         return value if uses is not None and len(uses) == 1 and uses[0] is expr else None
+
+    def _exclusive_branches(self, a: cst.Name, b: cst.Name, expr: cst.Name) -> Optional[cst.BaseExpression]:
+        """The test of the ``if`` whose body holds ``expr`` and whose ``else`` holds the other of
+        the reads ``a``/``b``; None otherwise."""
+        model = self.ctx.semantic
+        scope = model.scope_for(expr)
+        if scope is None:
+            return None
+        index = self._index(scope.node)
+        other = b if a is expr else a
+        node: Optional[cst.CSTNode] = expr
+        while node is not None and node is not scope.node:
+            parent = index.parent(node)
+            if isinstance(parent, cst.If) and node is parent.body:
+                orelse = parent.orelse
+                if isinstance(orelse, cst.Else) and _inside(other, orelse, index):
+                    return parent.test
+                return None
+            node = parent
+        return None
 
     def _constructed_conv(self, expr: cst.BaseExpression) -> Optional[cst.Call]:
         call = self._constructed(expr)
@@ -482,7 +559,8 @@ class ConvBiasBeforeBatchNorm(Rule):
             return None
         return func.value if defaults_to_norm or any(b.kind == PARAM for b in bindings) else ""
 
-    def _report_conv(self, conv: cst.Call, norm_param: str = "", fixable: bool = True) -> None:
+    def _report_conv(self, conv: cst.Call, norm_param: str = "", fixable: bool = True,
+                     condition: Optional[cst.BaseExpression] = None) -> None:
         ancestors = self._conv_ancestors.get(id(conv))
         if ancestors is None or id(conv) in self._reported:
             return
@@ -493,6 +571,11 @@ class ConvBiasBeforeBatchNorm(Rule):
             edits = _bias_false_edits(conv, "".join(block_indents(self.ctx.module, ancestors)), position)
             fix = FixSpec(UNSAFE, "Pass `bias=False` to the convolution", edits)
         message = self.default_norm_message.format(param=norm_param) if norm_param else None
+        if condition is not None:
+            test = cst.Module(body=[]).code_for_node(condition)
+            negated = isinstance(condition, cst.UnaryOperation) and isinstance(condition.operator, cst.Not)
+            flag = cst.Module(body=[]).code_for_node(condition.expression) if negated else test
+            message = self.conditional_message.format(test=test, bias=flag if negated else f"not {flag}")
         current = self.ctx.ancestors
         saved = current[:]
         current[:] = ancestors  # report from where the conv is, for test scopes and indentation
@@ -510,14 +593,24 @@ class _BuiltList:
         self.mutations = mutations
         self.index = index
 
-    def layers(self) -> Layers:
+    def layers(self, conditions: Optional[Dict[int, "cst.BaseExpression"]] = None) -> Layers:
         """The elements with None wherever two may not be next to each other: between runs of
         mutations that are not consecutive statements of one block (a loop's back edge, a
-        branch, a ``continue`` in between), and at the end."""
+        branch, a ``continue`` in between), and at the end. With ``conditions``, a mutation alone
+        in an ``if`` without ``else`` right after the previous one (``if bn:
+        layers.append(nn.BatchNorm2d(c))``) follows it; its elements map to the ``if``'s test."""
         layers: Layers = _elements(self.start.value)
-        previous = self.start.statement
+        previous: cst.CSTNode = self.start.statement
         for _, statement, added in self.mutations:
-            if not _next_in_block(previous, statement, self.index):
+            guard = _lone_guard(statement, self.index) if conditions is not None else None
+            if guard is not None and conditions is not None and _follows(previous, guard, self.index):
+                for element in added:
+                    if element is not None:
+                        conditions[id(element)] = guard.test
+                layers += added
+                previous = guard
+                continue
+            if not _follows(previous, statement, self.index):
                 layers.append(None)
             layers += added
             previous = statement
@@ -937,6 +1030,42 @@ def _next_in_block(previous: cst.CSTNode, statement: cst.CSTNode, index: _Index)
     tails = list(line_a.body)[list(line_a.body).index(previous) + 1:] + list(line_b.body)[:list(line_b.body).index(statement)]
     return not any(isinstance(s, _escape_types()) for s in tails) and all(
         isinstance(s, cst.SimpleStatementLine) and not any(isinstance(x, _escape_types()) for x in s.body) for s in between)
+
+
+def _lone_guard(statement: cst.CSTNode, index: _Index) -> Optional[cst.If]:
+    """The ``if`` (without ``else``) whose body is only ``statement``, or None."""
+    line = index.parent(statement)
+    block = index.parent(line) if line is not None else None
+    guard = index.parent(block) if block is not None else None
+    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+            and isinstance(block, cst.IndentedBlock) and len(block.body) == 1
+            and isinstance(guard, cst.If) and guard.body is block and guard.orelse is None):
+        return None
+    return guard
+
+
+def _follows(previous: cst.CSTNode, statement: cst.CSTNode, index: _Index) -> bool:
+    """``_next_in_block``, where ``previous`` may also be an ``if`` statement (the guard of a
+    conditional mutation): ``statement`` runs right after it, in the same block."""
+    if not isinstance(previous, cst.If):
+        if isinstance(statement, cst.If):
+            line = index.parent(previous)
+            block = index.parent(line) if line is not None else None
+            body = list(getattr(block, "body", ()))
+            if line not in body or statement not in body or body.index(statement) != body.index(line) + 1:
+                return False
+            tail = list(line.body)[list(line.body).index(previous) + 1:]
+            return not any(isinstance(s, _escape_types()) for s in tail)
+        return _next_in_block(previous, statement, index)
+    line = index.parent(statement)
+    block = index.parent(previous)
+    if line is None or index.parent(line) is not block:
+        return False
+    body = list(getattr(block, "body", ()))
+    if body.index(line) != body.index(previous) + 1:
+        return False
+    head = list(line.body)[:list(line.body).index(statement)]
+    return not any(isinstance(s, _escape_types()) for s in head)
 
 
 def _subscript_key(subscript: cst.Subscript, model) -> Optional[tuple]:
