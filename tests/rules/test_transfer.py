@@ -293,3 +293,33 @@ def test_tl206_silent_on_the_device_of_an_optimizer_step_count():
     on_param = functional.replace("device=step.device", "device=param.device")
     assert positions(lint("TL206", on_param)[1]) == [("TL206", 8, 16)]
     assert positions(lint("TL206", stateful.replace("count.device", "p.device"))[1]) == [("TL206", 7, 16)]
+
+
+# -- issue 29 class 8: TL204 and where the clock is read -------------------------------------------
+
+def test_tl204_flags_a_sync_when_the_clock_is_read_only_before_it():
+    body = """\
+    import time
+    loader = DataLoader(ds)
+    for x in loader:
+        t0 = time.perf_counter()
+        out = model(x)
+        took = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        print(out.sum().item(), took)
+    """
+    assert [r for _, r, _ in positions(lint("TL204", body)[1])] == [10]
+
+
+def test_tl204_is_silent_when_the_clock_is_read_later_in_the_step():
+    body = """\
+    import time
+    loader = DataLoader(ds)
+    for i, x in enumerate(loader):
+        out = model(x)
+        torch.cuda.synchronize()
+        print(out.sum().item())
+        if i % 10 == 0:
+            meter.update(time.perf_counter() - t0)
+    """
+    assert lint("TL204", body)[1] == []

@@ -283,9 +283,30 @@ class CudaSynchronizeInLoop(Rule):
         if isinstance(scope, (cst.For, cst.While)):
             if isinstance(scope, cst.For) and self._timed_iteration(scope):
                 return True
-            body = scope.body
-            return any(isinstance(n, cst.Call) and self._reads_timer(n)
-                       for n in walk(body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
+            return self._timer_read_later(scope)
+        return False
+
+    def _timer_read_later(self, scope: cst.CSTNode) -> bool:
+        """Is a timer read after the sync in the same turn of the loop ``scope``: in a later
+        statement of any block around it, up to the loop's body? (A clock read only *before* the
+        sync does not wait for the GPU; a sync whose only readers are log lines is waste: issue
+        29 class 8.)"""
+        ancestors = self.ctx.ancestors
+        skip = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+        for index in range(len(ancestors) - 1, 0, -1):
+            block, statement = ancestors[index - 1], ancestors[index]
+            if block is scope:
+                break
+            if isinstance(block, cst.SimpleStatementLine):
+                smalls = list(block.body)
+                later = smalls[smalls.index(statement) + 1:] if statement in smalls else []
+            elif isinstance(block, (cst.IndentedBlock, cst.Module)):
+                siblings = list(block.body)
+                later = siblings[siblings.index(statement) + 1:] if statement in siblings else []
+            else:
+                continue
+            if any(isinstance(n, cst.Call) and self._reads_timer(n) for part in later for n in walk(part, skip)):
+                return True
         return False
 
     def _timed_iteration(self, loop: cst.For) -> bool:
