@@ -556,8 +556,10 @@ class DdpNoSync(Rule):
         "and DistributedDataParallel all-reduces the gradients on every `backward()` "
         "(accelerate's `accelerator.accumulate(model)` skips the extra ones too)."
     )
-    requires = (("DistributedDataParallel",), (_BACKWARD_TOKEN,))
-    ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel") and index.backward_calls())
+    # a DDP model, or one accelerate's `accelerator.prepare(...)` wraps on several processes
+    requires = (("DistributedDataParallel", "prepare"), (_BACKWARD_TOKEN,))
+    ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel", "prepare")
+                                 and index.backward_calls())
     walk_candidate = staticmethod(lambda index: index.backward_calls())  # a loop is looked at for its own backward
     tags = ("performance", "distributed")
     fix_applicability = UNSAFE
@@ -588,7 +590,8 @@ class DdpNoSync(Rule):
         self.report(backwards[0].node, None if fix else self._no_fix_message, fix, hint=None if steps else (
             "`backward()` runs on every micro-batch and the optimizer steps once they are done, and "
             "DistributedDataParallel all-reduces the gradients on every `backward()`: only the last "
-            "micro-batch needs it."))
+            "micro-batch needs it (with accelerate: `accelerator.no_sync(model)` or "
+            "`accelerator.accumulate(model)`)."))
 
     def _micro_batch_loop(self, loop) -> bool:
         """A loop that backpropagates every iteration and takes no optimizer step itself is
@@ -693,6 +696,8 @@ class DdpNoSync(Rule):
             if semantic.resolve_call(node) is not None or isinstance(node.func, cst.Attribute) and not (
                     isinstance(node.func.value, cst.Name) and node.func.value.value in ("self",)):
                 continue
+            if _prepared_by_accelerator(semantic, node.func):
+                return True  # accelerate wraps it in DDP on several processes
             values = semantic.values_of(node.func)
             if values is None:
                 unknown = True
@@ -710,6 +715,27 @@ class DdpNoSync(Rule):
 _MICRO_BATCH_WORDS = frozenset({"micro", "microbatch", "microbatches", "micro_batch", "micro_batches"})
 # ... and the calls that cut a batch into them
 _SPLITTING = frozenset({"split", "chunk", "tensor_split"})
+
+
+def _prepared_by_accelerator(semantic, func: cst.BaseExpression) -> bool:
+    """Is ``model`` / ``self.model`` bound (in some binding) from accelerate's
+    ``accelerator.prepare(...)`` (``self.model, self.opt = self.accelerator.prepare(self.model,
+    self.opt)``)? Launched on several processes, that is a ``DistributedDataParallel``."""
+    if isinstance(func, cst.Name):
+        bindings = semantic.lookup(func) or []
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        bindings = semantic.attribute_bindings(func, func.attr.value)
+    else:
+        return False
+    for binding in bindings:
+        statement = binding.statement
+        value = getattr(statement, "value", None)
+        if not isinstance(statement, cst.Assign) or not isinstance(value, cst.Call):
+            continue
+        method = method_call(value)
+        if method is not None and method[1] == "prepare" and "accelerator" in name_tokens(method[0]):
+            return True
+    return False
 
 
 def _readable_early(test: cst.BaseExpression, between: List[cst.CSTNode]) -> bool:
