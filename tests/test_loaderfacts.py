@@ -137,3 +137,35 @@ def test_a_large_text_gives_the_same_batches_in_functions(monkeypatch):
     assert chunked._chunked
     assert chunked.batch_names((("d", "fit"),)) == whole.batch_names((("d", "fit"),))
     assert chunked.batch_names((("d", "late"),)) == {"v"}
+
+
+def test_loader_locals_are_wrappers_and_parameters_every_caller_gives_a_loader():
+    model = _model("""\
+        from tqdm import tqdm
+
+        def evaluate(model, data):
+            for x, y in data:
+                pass
+
+        def score(model, data):
+            for x in data:
+                pass
+
+        def validate(model, val_loader):
+            bar = tqdm(val_loader)
+            it = iter(val_loader)
+            rows = tqdm(range(3))  # not a loader
+            for x in bar:
+                pass
+
+        def main(model, val_loader, inputs):
+            evaluate(model, val_loader)
+            evaluate(model, data=val_loader)
+            score(model, val_loader)
+            score(model, inputs)  # another call gives something else: not known
+    """)
+    assert model.loader_locals((("d", "evaluate"),)) == {"data"}
+    assert model.loader_locals((("d", "score"),)) == frozenset()
+    assert model.loader_locals((("d", "validate"),)) == {"bar", "it"}
+    assert model.batch_names((("d", "evaluate"),)) == {"x", "y"}
+    assert model.batch_names((("d", "validate"),)) == {"x"}

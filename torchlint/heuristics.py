@@ -92,8 +92,10 @@ def dataloader_names(ctx) -> frozenset:
 
 def is_loader_expression(ctx, node: cst.BaseExpression) -> bool:
     """Does iterating ``node`` yield batches from a data loader? ``train_loader``,
-    ``self.val_dataloader()``, a name bound from ``DataLoader(...)``, ``enumerate(loader)``,
-    ``tqdm(loader)``, ``DataLoader(ds)`` itself. ``loaders`` (a collection of loaders) is not."""
+    ``self.val_dataloader()``, a name bound from ``DataLoader(...)`` (or a subclass's),
+    ``enumerate(loader)``, ``tqdm(loader)``, ``DataLoader(ds)`` itself, a local the whole-file
+    model knows stands for a loader (``FileModel.loader_locals``). ``loaders`` (a collection of
+    loaders) is not."""
     from torchlint.imports import dotted_name
     from torchlint.torch_api import DATALOADER
 
@@ -108,7 +110,17 @@ def is_loader_expression(ctx, node: cst.BaseExpression) -> bool:
     if not isinstance(node, cst.Call) and name in dataloader_names(ctx):
         return True
     last = name.rsplit(".", 1)[-1].lower()
-    return "loader" in last and not last.endswith("loaders")
+    if "loader" in last and not last.endswith("loaders"):
+        return True
+    # the whole-file model: `pbar = tqdm(train_loader)`, `dl = accelerator.prepare(dl)`, a parameter
+    # every call of the file gives a loader (`evaluate(model, val_loader)` for `def evaluate(model, data)`)
+    return isinstance(node, cst.Name) and node.value in ctx.model.loader_locals(_scope(ctx))
+
+
+def _scope(ctx):
+    from torchlint.model import scope_of
+
+    return scope_of(ctx.ancestors)
 
 
 def is_optimizer_like(receiver: cst.BaseExpression) -> bool:

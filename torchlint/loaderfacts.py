@@ -44,6 +44,8 @@ _VIEWS = frozenset({"items", "values"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 Scope = Tuple[Tuple[str, str], ...]
+#: kinds of a scope's name in ``batch_sources``: a batch as drawn (or a part), a loader
+BATCH, LOADER = "batch", "loader"
 
 
 def dotted(node: ast.AST) -> Optional[str]:
@@ -126,6 +128,11 @@ class _Scan:
         #: name -> loaders of its batch bindings; ``other``: names with some other binding
         self.batch: Dict[str, Set[str]] = {}
         self.other: Set[str] = set()
+        #: name -> loader for names bound to a loader or a pass-through wrapper of one
+        #: (``pbar = tqdm(loader)``, ``dl = accelerator.prepare(dl)``, a parameter every caller
+        #: of the file gives a loader); ``not_loader``: names with some other binding
+        self.aliases: Dict[str, str] = {}
+        self.not_loader: Set[str] = set()
 
     # what an expression is -------------------------------------------------------------------
     def loader(self, node: ast.expr) -> Optional[str]:
@@ -147,7 +154,27 @@ class _Scan:
             return None
         if name in facts.loader_names:
             return name
+        if type(node) is ast.Name and self.aliases.get(name) and self.state.get(name, None) is None:
+            return self.aliases[name]
         return name if _says_loader(name) else None
+
+    def alias_of(self, value: ast.expr) -> Optional[str]:
+        """The loader a name bound to ``value`` stands for: a loader, ``tqdm(loader)``,
+        ``iter(loader)``, a generator of the file over one, ``accelerator.prepare(loader)``."""
+        direct = self.loader(value)
+        if direct:
+            return direct
+        if type(value) is not ast.Call:
+            return None
+        call: ast.Call = value
+        func = call.func
+        if (type(func) is ast.Attribute and func.attr == "prepare" and len(call.args) == 1 and not call.keywords
+                and "accelerator" in (dotted(func.value) or "").lower()):
+            return self.loader(call.args[0])
+        drawn = self.iterated(value)
+        if len(drawn) == 1 and drawn[0][0] == () and len(drawn[0][1]) == 1:
+            return next(iter(drawn[0][1]))
+        return None
 
     def iterator(self, node: ast.expr) -> Optional[FrozenSet[str]]:
         """Loaders whose batches ``next(node)`` draws: ``iter(loader)``, a name or ``self``
@@ -219,6 +246,8 @@ class _Scan:
             name = target.id  # type: ignore[attr-defined]
             self.state[name] = loaders
             self.iterators.pop(name, None)
+            self.aliases.pop(name, None)
+            self.not_loader.add(name)
             if loaders:
                 self.batch.setdefault(name, set()).update(loaders)
             else:
@@ -269,8 +298,17 @@ class _Scan:
             self.expressions(value)
             loaders = self.batch_of(value)
             iterator = self.iterator(value) if loaders is None else None
-            for target in node.targets:  # type: ignore[attr-defined]
-                if iterator:
+            targets: List[ast.expr] = node.targets  # type: ignore[attr-defined]
+            alias = self.alias_of(value) if loaders is None and len(targets) == 1 and type(targets[0]) is ast.Name else None
+            for target in targets:
+                if alias:
+                    name = target.id  # type: ignore[attr-defined]
+                    self.state[name] = None
+                    self.other.add(name)
+                    self.aliases[name] = alias
+                    if iterator:
+                        self.iterators[name] = iterator
+                elif iterator:
                     self.bind_iterator(target, iterator)
                 else:
                     self.bind(target, loaders)
@@ -379,9 +417,15 @@ class _BatchFacts:
         self.tree = tree
         self.loader_names, self.classes, self.is_torch_loader = loader_names, classes, is_torch_loader
         self.generators: Dict[str, object] = _loader_generators(tree, loader_names)
+        #: function scope -> {parameter: loader} for parameters every call of the file gives a loader
+        self.parameters = _loader_parameters(tree, self.static_loader)
         #: (class, attribute) -> loaders for ``self.<attribute> = iter(loader)`` / ``cycle(loader)``
         self.attribute_iterators: Dict[Tuple[str, str], Optional[FrozenSet[str]]] = {}
         self.pending: List[Tuple[ast.AST, Scope, Optional[str]]] = []
+
+    def static_loader(self, node: ast.expr) -> Optional[str]:
+        """A loader expression as any scope sees it (no local aliases): what a call passes."""
+        return _Scan(self, (), self.tree, None).loader(node)
 
     def attribute_iterator_bindings(self) -> None:
         """``self.it = iter(loader)`` in any method of a class: ``next(self.it)`` in another draws."""
@@ -403,9 +447,9 @@ class _BatchFacts:
                             previous = self.attribute_iterators.get(key, loaders)
                             self.attribute_iterators[key] = loaders if loaders and previous == loaders else None
 
-    def scopes(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+    def scopes(self) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
         self.attribute_iterator_bindings()
-        found: Dict[Scope, FrozenSet[Tuple[str, str]]] = {}
+        found: Dict[Scope, FrozenSet[Tuple[str, str, str]]] = {}
         self.pending = [(self.tree, (), None)]
         while self.pending:
             node, outer, cls = self.pending.pop()
@@ -418,16 +462,68 @@ class _BatchFacts:
             scan = _Scan(self, scope, node, cls, node.name if kind is ast.ClassDef else None)  # type: ignore[attr-defined]
             if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
                 args = node.args  # type: ignore[attr-defined]
+                given = self.parameters.get(scope, {})
                 for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
                     if arg is not None:
                         scan.other.add(arg.arg)
                         scan.state[arg.arg] = None
+                        if arg.arg in given:
+                            scan.aliases[arg.arg] = given[arg.arg]
+                        else:
+                            scan.not_loader.add(arg.arg)
             scan.run(node.body)  # type: ignore[attr-defined]
-            names = {(name, loader) for name, loaders in scan.batch.items() if name not in scan.other
+            names = {(BATCH, name, loader) for name, loaders in scan.batch.items() if name not in scan.other
                      for loader in loaders}
+            names.update((LOADER, name, loader) for name, loader in scan.aliases.items()
+                         if name not in scan.not_loader and not _says_loader(name))
             if names:
                 found[scope] = frozenset(names)
         return found
+
+
+def _loader_parameters(tree: ast.Module, static_loader) -> Dict[Scope, Dict[str, str]]:
+    """Parameters of the file's functions (module level, called by name; methods, called as
+    ``self.<name>`` in their class) that every call of the file gives a loader, with at least one
+    call: ``def evaluate(model, data)`` called only as ``evaluate(model, val_loader)``."""
+    functions: Dict[str, Tuple[Scope, List[str]]] = {}
+    for node in tree.body:
+        if type(node) is ast.FunctionDef:
+            functions[node.name] = ((("d", node.name),), [a.arg for a in (*node.args.posonlyargs, *node.args.args)])
+        elif type(node) is ast.ClassDef:
+            for method in node.body:
+                if type(method) is ast.FunctionDef:
+                    params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)]
+                    if params and params[0] in ("self", "cls"):
+                        functions[f"self.{method.name}"] = ((("c", node.name), ("d", method.name)), params[1:])
+    if not functions:
+        return {}
+    given: Dict[Scope, Dict[str, Optional[str]]] = {}
+    for call in ast.walk(tree):
+        if type(call) is not ast.Call:
+            continue
+        callee = dotted(call.func)
+        if callee not in functions:
+            continue
+        scope, params = functions[callee]
+        seen = given.setdefault(scope, {})
+        bound: Dict[str, ast.expr] = {}
+        for i, arg in enumerate(call.args):
+            if type(arg) is ast.Starred:
+                break
+            if i < len(params):
+                bound[params[i]] = arg
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                bound[keyword.arg] = keyword.value
+        for param in params:
+            value = bound.get(param)
+            loader = static_loader(value) if value is not None else None
+            if loader is None or seen.get(param, loader) != loader:
+                seen[param] = None  # this call gives something else, the default, or another loader
+            else:
+                seen[param] = loader
+    return {scope: {p: l for p, l in params.items() if l} for scope, params in given.items()
+            if any(params.values())}
 
 
 def _is_items(node: ast.expr) -> bool:
@@ -485,7 +581,9 @@ def _says_loader(name: str) -> bool:
 
 
 def batch_sources(tree: ast.Module, loader_names: FrozenSet[str], classes: FrozenSet[str],
-                  is_torch_loader) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
-    """scope -> (name, loader) for each name of the scope bound only to batches (see the module
-    docstring); ``loader`` is the loader's dotted name or ``callee()``."""
+                  is_torch_loader) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
+    """scope -> (kind, name, loader) for each name of the scope bound only to batches (``BATCH``,
+    see the module docstring) or only to loaders under a name that does not say so (``LOADER``:
+    ``pbar = tqdm(train_loader)``, a parameter every caller gives a loader); ``loader`` is the
+    loader's dotted name or ``callee()``."""
     return _BatchFacts(tree, loader_names, classes, is_torch_loader).scopes()

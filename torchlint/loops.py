@@ -40,17 +40,44 @@ def calls_gradient_step(ctx, loop: cst.CSTNode) -> bool:
 
 
 def is_training_loop(ctx, loop: cst.CSTNode) -> bool:
-    """A For over a data loader, or a For/While whose own body takes a gradient step. An epoch
-    loop (``for epoch in range(n)``) around the batch loop is not one: its body runs once an epoch."""
+    """A For over a data loader (or one that binds a batch drawn from one, ``draws_batches``), or
+    a For/While whose own body takes a gradient step. An epoch loop (``for epoch in range(n)``)
+    around the batch loop is not one: its body runs once an epoch."""
     if not isinstance(loop, loop_types()):
         return False
 
     def compute():
-        if isinstance(loop, cst.For) and is_loader_expression(ctx, loop.iter):
+        if isinstance(loop, cst.For) and (is_loader_expression(ctx, loop.iter) or draws_batches(ctx, loop)):
             return True
         return calls_gradient_step(ctx, loop)
 
     return memo(ctx, "training_loop", loop, compute)
+
+
+def draws_batches(ctx, loop: cst.For) -> bool:
+    """Does the ``for`` bind a batch drawn from a loader (the whole-file model's ``batch_names``:
+    ``for step, batch in enumerate(sample_data(loader))``, a generator of the file over a loader)?
+    A loop over a batch's own elements (``for image in images``) is not one."""
+    from torchlint.model import scope_of
+
+    batches = ctx.model.batch_names(scope_of(ctx.ancestors))
+    if not batches:
+        return False
+    source = loop.iter
+    if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and not source.args:
+        source = source.func.value  # `batch.items()`
+    while isinstance(source, (cst.Subscript, cst.Attribute)):
+        source = source.value
+    if isinstance(source, cst.Name) and source.value in batches:
+        return False
+    targets = [loop.target]
+    while targets:
+        target = targets.pop()
+        if isinstance(target, cst.Name) and target.value in batches:
+            return True
+        if isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(e.value for e in target.elements)
+    return False
 
 
 def under_periodic_guard(ctx, loop: cst.CSTNode, node: Optional[cst.CSTNode] = None) -> bool:

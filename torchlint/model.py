@@ -197,7 +197,11 @@ class FileModel:
     # module) bound only to a batch drawn from a loader, as the loader yielded it, or a part of one
     # (``for b in loader``, ``b = next(iter(loader))``, ``next(it)``, a generator of the file
     # that yields a loader's batches, ``x, y = b``, ``b[0]``, the variable of ``[t.to(d) for t in
-    # b]``); ``batch_loaders(scope)``: each of those names -> the loaders it is drawn from.
+    # b]``); ``batch_loaders(scope)``: each of those names -> the loaders it is drawn from;
+    # ``loader_locals(scope)``: names of a scope bound only to a loader under a name that does not
+    # say so (``pbar = tqdm(train_loader)``, ``dl = accelerator.prepare(dl)``, a parameter every
+    # call of the file gives a loader: ``evaluate(model, val_loader)`` for ``def evaluate(model,
+    # data)``).
     def loader_classes(self) -> FrozenSet[str]:
         """Local names besides torch's own whose calls build a DataLoader (see above)."""
         return cast(FrozenSet[str], self._ask("loader_classes", self._loader_classes))
@@ -210,26 +214,34 @@ class FileModel:
         index = self.index
         return loader_classes(self.tree, lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER))
 
-    def batches(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
-        """scope -> (name, loader) for the names of each scope bound only to a batch."""
+    def batches(self) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
+        """scope -> (kind, name, loader) for the names of each scope bound only to a batch
+        (``"batch"``) or only to a loader under a name that does not say so (``"loader"``)."""
         if "oader" not in self.text:  # no loader is spelt: no batch can be drawn
-            return cast(Dict[Scope, FrozenSet[Tuple[str, str]]], self._ask("batches", dict))
+            return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]], self._ask("batches", dict))
         names, classes = self.loader_names(), self.loader_classes()  # whole-file answers first
-        return cast(Dict[Scope, FrozenSet[Tuple[str, str]]], self._ask("batches", lambda: self._batches(names, classes)))
+        return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]],
+                    self._ask("batches", lambda: self._batches(names, classes)))
 
     def batch_names(self, scope: Scope) -> FrozenSet[str]:
         """Names of ``scope`` (a function's, ``()`` the module's) bound only to a batch drawn from
         a loader, as it was drawn, or to a part of one."""
-        return frozenset(name for name, _ in self.batches().get(scope, ()))
+        return frozenset(name for kind, name, _ in self.batches().get(scope, ()) if kind == "batch")
 
     def batch_loaders(self, scope: Scope) -> Dict[str, FrozenSet[str]]:
         """name -> the loaders (dotted names, or ``callee()``) its batch is drawn from."""
         found: Dict[str, Set[str]] = {}
-        for name, loader in self.batches().get(scope, ()):
-            found.setdefault(name, set()).add(loader)
+        for kind, name, loader in self.batches().get(scope, ()):
+            if kind == "batch":
+                found.setdefault(name, set()).add(loader)
         return {name: frozenset(loaders) for name, loaders in found.items()}
 
-    def _batches(self, names: FrozenSet[str], classes: FrozenSet[str]) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:
+    def loader_locals(self, scope: Scope) -> FrozenSet[str]:
+        """Names of ``scope`` bound only to a loader (or a pass-through wrapper of one) whose
+        name does not say loader."""
+        return frozenset(name for kind, name, _ in self.batches().get(scope, ()) if kind == "loader")
+
+    def _batches(self, names: FrozenSet[str], classes: FrozenSet[str]) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
         from torchlint.loaderfacts import batch_sources
 
         index = self.index
