@@ -280,7 +280,7 @@ def test_long_sum_in_a_flagged_call_keeps_the_finding(tmp_path, n):
     a fix's node (render_node): the finding was lost and the file not reported."""
     s = _sum(n)
     (tmp_path / "factory.py").write_text(f"import torch\nfor i in range(3):\n    x = torch.zeros({s}).cuda()\n")
-    (tmp_path / "item.py").write_text(f"import torch\nfor b in loader:\n    loss = model(b)\n    print(loss.item() + {s})\n")
+    (tmp_path / "item.py").write_text(f"import torch\nfor b in loader:\n    loss = model(b.cuda())\n    print(loss.item() + {s})\n")
     (tmp_path / "method.py").write_text(f"import torch\nclass A:\n    def f(self):\n        for b in loader:\n"
                                         f"            x = torch.zeros(3).cuda() * ({s})\n            y = x.item()\n")
     (tmp_path / "cell.ipynb").write_text(_notebook(f"import torch\nfor i in range(3):\n    x = torch.zeros({s}).cuda()\n"))

@@ -161,6 +161,8 @@ class FileContext:
                 model = self._model = FileModel.of_text(self.text)
             else:
                 model = self._model = FileModel(self._tree, self.text, self._index)
+        if model.project is None:  # its project half (``uses_accelerator``): this file's facts
+            model.project = self.project
         return model
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:

@@ -38,6 +38,7 @@ from torchlint.torch_api import DATALOADER, canonical_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
+    from torchlint.project import FileFacts
 
 #: A scope: the names of the enclosing ``def``/``class`` statements, outermost first, each
 #: tagged ``"d"`` (function) or ``"c"`` (class). The module is ``()``.
@@ -75,6 +76,8 @@ class FileModel:
         #: again for each question and never held together; False: ``tree`` is the whole file's
         self._chunked = False
         self._bindings: Optional[Tuple[Dict[str, Set[str]], List[str]]] = None
+        #: the file's project facts (``project.FileFacts``), set by the rules' context; None: unknown
+        self.project: Optional["FileFacts"] = None
 
     @classmethod
     def of_text(cls, text: str) -> "FileModel":
@@ -144,7 +147,8 @@ class FileModel:
                                                  "numpy_functions",
                                                  "layer_iterating_classes",
                                                  "pinned_loaders",
-                                                 "layer_list_functions", "literal_flags")) -> str:
+                                                 "layer_list_functions", "literal_flags",
+                                                 "accelerator_evidence")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -483,6 +487,39 @@ class FileModel:
             return first[begin:stop]
         middle = self.text[starts[node.lineno]:starts[end_line - 1]]
         return first[begin:] + middle + last[:stop]
+
+    # -- is this program on an accelerator at all? (issue 29, class 5; F1) ----------------------
+    # ``uses_accelerator()`` is False only when the program certainly never touches an
+    # accelerator: this file names none and sends values to no device that could be one
+    # (``accelerator_evidence()``, from ``accelerator.py``), and the project index proves the
+    # same of every program the file is part of (``FileFacts.cpu_program``: each script that
+    # imports it, directly or not, and all they import; a notebook is its own program). When in
+    # doubt it is True. Rules whose findings are about feeding or waiting for an accelerator
+    # (host syncs, pinned memory, loader workers: TL101, TL102, TL201) return early when it is
+    # False; a rule that asks it sets ``uses_project = True`` (the cross-file half is a project
+    # fact, in the cache and editor keys through the facts' digest; the file's half is in
+    # ``digest()``).
+    def accelerator_evidence(self) -> FrozenSet[str]:
+        """Why this file's own code may run on an accelerator: the first accelerator word of its
+        text (``cuda``, ``Accelerator``...), or ``"device"`` for a device that could be one;
+        empty when it certainly does not."""
+        return cast(FrozenSet[str], self._ask("accelerator_evidence", self._accelerator_evidence))
+
+    def _accelerator_evidence(self) -> FrozenSet[str]:
+        from torchlint.accelerator import accelerator_word, sends_to_device
+
+        word = accelerator_word(self.text)
+        if word is not None:
+            return frozenset({word})
+        return frozenset({"device"}) if sends_to_device(self.text, self.tree) else frozenset()
+
+    def uses_accelerator(self) -> bool:
+        """Is this program (possibly) on an accelerator? False only when neither this file nor,
+        per the project index, any file of a program it is part of touches one."""
+        if self.accelerator_evidence():
+            return True
+        facts = self.project
+        return facts is None or not facts.cpu_program
 
 
 def _char_offset(line: str, byte_offset: int) -> int:

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
+from torchlint.accelerator import touches_accelerator
 from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 4
+SUMMARY_VERSION = 5
 # Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
 # TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
@@ -57,13 +58,17 @@ class FileFacts:
     #: a reason of ``per_step`` ("called every step from train.py:16") -> the call it names:
     #: (path, line), for the findings' related locations (LSP ``relatedInformation``, JSON ``related``)
     sites: Mapping[str, Tuple[str, int]] = field(default_factory=dict)
+    #: not "": every program this file is part of (a script or notebook, the scripts that import
+    #: it) certainly never touches an accelerator; says which (``FileModel.uses_accelerator``)
+    cpu_program: str = ""
 
     @cached_property
     def digest(self) -> str:
-        if not self.per_step and not self.moved_loaders and not self.subclasses:
+        if not self.per_step and not self.moved_loaders and not self.subclasses and not self.cpu_program:
             return ""
         data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
-                           sorted(self.subclasses.items())] + ([sorted(self.sites.items())] if self.sites else []))
+                           sorted(self.subclasses.items())] + ([sorted(self.sites.items())] if self.sites else [])
+                          + ([self.cpu_program] if self.cpu_program else []))
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
 
     def to_json(self) -> list:
@@ -71,20 +76,23 @@ class FileFacts:
         if not self.digest:
             return []
         row: list = [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
-        return row + [{why: list(site) for why, site in self.sites.items()}] if self.sites else row
+        if self.sites or self.cpu_program:
+            row.append({why: list(site) for why, site in self.sites.items()})
+        return row + [self.cpu_program] if self.cpu_program else row
 
     @staticmethod
     def from_json(row) -> "FileFacts":
         if not row:
             return EMPTY_FACTS
         per_step, moved, subclasses, *rest = row
-        sites = rest[0] if len(rest) == 1 else {}
+        sites = rest[0] if rest else {}
+        cpu = rest[1] if len(rest) == 2 else ""
         if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)
-                and isinstance(sites, dict) and len(rest) <= 1):
+                and isinstance(sites, dict) and isinstance(cpu, str) and len(rest) <= 2):
             raise ValueError("bad facts")
         return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
                          {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()},
-                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()})
+                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu)
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -230,6 +238,8 @@ class _Summarizer:
         self.module = module
         self.package = module if is_package else module.rpartition(".")[0]
         self.imports: Dict[str, str] = {}
+        #: every module (or module.name) any import of the file names, at any depth
+        self.deps: Set[str] = set()
         self.functions: Dict[str, dict] = {}
         self.top = {"calls": [], "step_calls": [], "moved_factories": []}
         #: An editor's records of functions whose CPython nodes are the same objects as in its
@@ -250,8 +260,10 @@ class _Summarizer:
         return ".".join(base + ([node.module] if node.module else [])) or None
 
     def add_import(self, node, table: Dict[str, str]) -> None:
+        deps = self.deps
         if isinstance(node, ast.Import):
             for alias in node.names:
+                deps.add(alias.name)
                 if alias.asname:
                     table[alias.asname] = alias.name
                 else:
@@ -262,6 +274,7 @@ class _Summarizer:
         if base is None:
             return
         for alias in node.names:
+            deps.add(f"{base}.{alias.name}" if alias.name != "*" else base)  # a module, or a name of one
             if alias.name != "*":
                 table[alias.asname or alias.name] = f"{base}.{alias.name}"
 
@@ -635,10 +648,41 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
             lines[-1] = len(text)  # the end of the last line, newline or not
             summarizer.lines = lines
     summary = summarizer.run(tree)
+    _program_facts(summary, tree, text, summarizer.deps)
     if reuse is not None:  # the functions edited away: their records (and nodes) are dropped
         for key in [k for k in reuse if k not in summarizer._used]:
             del reuse[key]
     return summary
+
+
+def _program_facts(summary: dict, tree: ast.Module, text: Optional[str], deps: Set[str]) -> None:
+    """What the index needs to say whether a file's programs are on an accelerator
+    (``ProjectIndex.cpu_programs``): ``root`` (a script: module-level code that runs), ``cpu``
+    (its own code certainly touches no accelerator: ``accelerator.touches_accelerator``, read
+    only for a script or a module outside any package; a packaged module counts as unknown, which
+    keeps every program importing it off the CPU-only list) and ``deps`` (what it imports)."""
+    root = _is_program_root(tree)
+    if root:
+        summary["root"] = True
+    if text is not None and (root or "." not in summary["module"]) and not touches_accelerator(text, tree):
+        summary["cpu"] = True
+    if deps:
+        summary["deps"] = sorted(deps)
+
+
+
+def _is_program_root(tree: ast.Module) -> bool:
+    """Does the module's own code run something (a script, a notebook's cells): ``if __name__ ==
+    "__main__":``, a loop, a ``with`` or a call statement at module level?"""
+    for stmt in tree.body:
+        kind = type(stmt)
+        if kind in (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith):
+            return True
+        if kind is ast.Expr and type(stmt.value) in (ast.Call, ast.Await):
+            return True
+        if kind is ast.If and "__name__" in {n.id for n in ast.walk(stmt.test) if type(n) is ast.Name}:
+            return True
+    return False
 
 
 # -- phase 2: the project index ----------------------------------------------------------------
@@ -657,6 +701,7 @@ class ProjectIndex:
         self._torch_bases: Dict[Tuple[str, str], Optional[str]] = {}
         self._by_path: Optional[Dict[str, Tuple[dict, dict]]] = None
         self._tracked: Optional[bool] = None
+        self._cpu: Optional[Dict[str, str]] = None
         self._propagate()
 
     def _function(self, path: str, qualname: str) -> Optional[dict]:
@@ -747,7 +792,56 @@ class ProjectIndex:
         per_step, moved = self._by_path.get(path, ({}, {}))
         subclasses = self._subclasses_seen_from(path)
         sites = {why: self.sites[why] for _, why in per_step.values() if why in self.sites}
-        return FileFacts(per_step, moved, subclasses, sites) if per_step or moved or subclasses else EMPTY_FACTS
+        cpu = self.cpu_programs().get(path, "")
+        return FileFacts(per_step, moved, subclasses, sites, cpu) if per_step or moved or subclasses or cpu else EMPTY_FACTS
+
+    # -- programs on the host ---------------------------------------------------------------------
+    def cpu_programs(self) -> Dict[str, str]:
+        """path -> why, for the files whose every program certainly never touches an accelerator:
+        a script (``root``) whose own code and everything it imports (in the project) are on the
+        host, or a module outside any package that only such scripts import. Any script on an
+        accelerator that imports a file, directly or not, takes it off; a module no script
+        imports is used from outside: unknown."""
+        if self._cpu is not None:
+            return self._cpu
+        summaries = self.summaries
+        roots = sorted(p for p, s in summaries.items() if s.get("root"))
+        self._cpu = {}
+        if not any(summaries[p].get("cpu") for p in roots):
+            return self._cpu
+        edges: Dict[str, Set[str]] = {}
+        importers: Dict[str, Set[str]] = {}
+        for path, summary in summaries.items():
+            for dep in summary.get("deps", ()):
+                target = self._module_path(dep)
+                if target is not None and target != path:
+                    edges.setdefault(path, set()).add(target)
+                    importers.setdefault(target, set()).add(path)
+        # files whose imports reach a file that may touch an accelerator (itself included)
+        reaches = {p for p, s in summaries.items() if not s.get("cpu")}
+        _spread(reaches, importers)
+        on_device = {p for p in roots if p in reaches}
+        _spread(on_device, edges)  # in a program on an accelerator
+        on_host = {p for p in roots if p not in reaches}
+        why = {p: f"`{_short(p)}` and what it imports touch no accelerator" for p in on_host}
+        for root in sorted(on_host):
+            for path in _reached(root, edges):
+                why.setdefault(path, f"only imported by programs that touch no accelerator ({_short(root)})")
+        for path, reason in why.items():
+            summary = summaries[path]
+            if path not in on_device and summary.get("cpu") and (summary.get("root") or "." not in summary["module"]):
+                self._cpu[path] = reason
+        return self._cpu
+
+    def _module_path(self, dotted: str) -> Optional[str]:
+        """The project file of the longest module prefix of ``dotted`` (``pkg.mod.func`` -> pkg/mod.py)."""
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            found = self.by_module.get(".".join(parts[:cut]))
+            if found is not None:
+                return found
+        return None
+
 
     # -- classes ----------------------------------------------------------------------------------
     def torch_base(self, path: str, name: str, seen: Optional[Set[Tuple[str, str]]] = None) -> Optional[str]:
@@ -808,6 +902,22 @@ class ProjectIndex:
                 if base:
                     found[local] = base
         return found
+
+
+def _spread(found: Set[str], edges: Mapping[str, Set[str]]) -> None:
+    """Add to ``found`` every file reached from it along ``edges``."""
+    stack = list(found)
+    while stack:
+        for target in edges.get(stack.pop(), ()):
+            if target not in found:
+                found.add(target)
+                stack.append(target)
+
+
+def _reached(start: str, edges: Mapping[str, Set[str]]) -> Set[str]:
+    found = {start}
+    _spread(found, edges)
+    return found
 
 
 def compact_summary(summary: dict) -> dict:

@@ -18,7 +18,7 @@ def findings(code: str, path: str = "train.py"):
 LOOP = """\
 import torch
 for step, batch in enumerate(train_loader):
-    loss = model(batch).mean()
+    loss = model(batch.cuda()).mean()
     loss.backward()
     optimizer.step()
     {stmt}
@@ -106,7 +106,7 @@ def test_epoch_loop_and_code_after_the_loop_are_silent():
 def test_gradient_step_loop_without_a_loader():
     code = """\
     while step < max_steps:
-        loss = model(next(it))
+        loss = model(next(it).cuda())
         scaler.scale(loss).backward()
         scaler.step(opt)
         log.append(loss.item())

@@ -74,6 +74,13 @@ class DataLoaderNumWorkers(Rule):
     requires = (("DataLoader",),)
     ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
     fix_applicability = UNSAFE
+    uses_project = True  # FileModel.uses_accelerator's project half
+
+    def report(self, node, message=None, fix=None, hint=None) -> None:
+        """Workers keep an accelerator fed: none in a program that never touches one
+        (``FileModel.uses_accelerator``, issue 29 class 5)."""
+        if self.ctx.model.uses_accelerator():
+            super().report(node, message, fix, hint)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not _is_dataloader(node, self.ctx) or has_star_args(node):
@@ -229,6 +236,12 @@ class DataLoaderPinMemory(Rule):
         if function is None or qualified_name(self.ctx, function) not in self.ctx.project.moved_loaders:
             return False
         return any(c is call for c in _returned_loaders(function, self.ctx))
+
+    def report(self, node, message=None, fix=None, hint=None) -> None:
+        """Pinned memory speeds copies to an accelerator: none in a program that never touches
+        one (``FileModel.uses_accelerator``, issue 29 class 5)."""
+        if self.ctx.model.uses_accelerator():
+            super().report(node, message, fix, hint)
 
     def _fix(self, node: cst.Call) -> FixSpec:
         arg = get_arg(node, "pin_memory", PIN_MEMORY)

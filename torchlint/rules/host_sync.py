@@ -198,6 +198,12 @@ class HostSyncInLoop(Rule):
     # ... or any file the project index says has functions that run every step.
     project_requires = ()
 
+    def report(self, node, message=None, fix=None, hint=None) -> None:
+        """Every finding waits for an accelerator: none in a program that never touches one
+        (``FileModel.uses_accelerator``, issue 29 class 5: CPU-only teaching code)."""
+        if self.ctx.model.uses_accelerator():
+            super().report(node, message, fix, hint)
+
     # -- implicit syncs: Python asking a device tensor for a value --------------------------------
     def visit_If(self, node: cst.If) -> None:
         if not _only_control_flow(node.body):  # `if torch.isnan(loss): continue` decides the step
