@@ -30,6 +30,8 @@ from torchlint.words import ACCUMULATION_WORDS, EVAL_WORDS, GRAD_NEEDING_WORDS, 
 GRAD_OFF = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
     "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad",
+    # MONAI's `with eval_mode(net):` sets eval mode and enters torch.no_grad()
+    "monai.networks.eval_mode", "monai.networks.utils.eval_mode",
 })
 SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
                               "torch.autograd.grad_mode.set_grad_enabled"})
@@ -1121,6 +1123,9 @@ class NoGradInEval(Rule):
         ctx = self.ctx
         if not is_loader_expression(ctx, node.iter) or calls_gradient_step(ctx, node) or grad_disabled(ctx):
             return
+        if any(isinstance(a, cst.With) and any(_turns_grad_off(ctx.semantic, i.item) for i in a.items)
+               for a in ctx.ancestors):
+            return  # `with eval_mode(model):` (MONAI) turns gradients off too
         function = enclosing_function(ctx)
         scope = function or ctx.module
         if _needs_gradients(ctx, node, True) or (function is not None and _needs_gradients(ctx, function, False)):
@@ -1145,6 +1150,10 @@ class NoGradInEval(Rule):
             if callee in evaluated or (named and name_tokens(cst.parse_expression(callee))[-1:] and
                                        name_tokens(cst.parse_expression(callee))[-1] in MODEL_WORDS):
                 model = (site.node, callee)
+                break
+            owner = _model_method_owner(ctx, node, site.node, evaluated, named)
+            if owner is not None and modes.get(owner) != "train":
+                model = (site.node, owner)
                 break
         if model is None and function is not None:
             model = _model_handed_in_eval_mode(ctx, node, function)
@@ -1192,6 +1201,58 @@ def _modes_before(ctx, scope, loop) -> Dict[str, str]:
         return modes
 
     return memo(ctx, "modes_before", loop, compute)
+
+
+# Methods of a module that run no forward pass.
+_NOT_FORWARD = frozenset({"to", "cuda", "cpu", "eval", "train", "parameters", "named_parameters", "state_dict",
+                          "load_state_dict", "apply", "zero_grad", "half", "float", "double", "bfloat16",
+                          "requires_grad_", "modules", "children", "buffers", "register_buffer", "add_module",
+                          "get_submodule", "register_forward_hook", "register_forward_pre_hook", "save_pretrained"})
+
+
+def _model_method_owner(ctx, loop: cst.For, call: cst.Call, evaluated: Set[str], named: bool) -> Optional[str]:
+    """``model.batch_loss(batch, batch)``: a method of a model handed this step's data, where the
+    model is in eval mode here, or the loop is named for evaluation and the model is an instance
+    of an ``nn.Module`` class of this file (``aenc = PCAAutoencoder()``). The owner's name, or
+    None."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value in _NOT_FORWARD or not call.args:
+        return None
+    owner = dotted_name(func.value)
+    if owner is None or owner in ("self", "cls"):
+        return None
+    varying = memo(ctx, "step_varying_names", loop, lambda: _step_varying_names(ctx, loop))
+    if not any(isinstance(n, cst.Name) and n.value in varying for a in call.args for n in walk(a.value)):
+        return None  # not handed the batch
+    if owner in evaluated:
+        return owner
+    if named and isinstance(func.value, cst.Name) and _module_instance(ctx, func.value):
+        return owner
+    return None
+
+
+def _module_instance(ctx, name: cst.Name) -> bool:
+    """Is every value ``name`` may hold here a call of an ``nn.Module`` subclass of this file?"""
+    values = ctx.semantic.values_of(name)
+    if not values:
+        return False
+    classes = memo(ctx, "module_classes", ctx.module, lambda: _module_classes(ctx))
+    return all(isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value in classes for v in values)
+
+
+def _module_classes(ctx) -> Set[str]:
+    """Module-level classes of the file deriving from ``torch.nn.Module`` (directly or through
+    another such class of the file)."""
+    bases = {n.name.value: n.bases for n in ctx.module.body if isinstance(n, cst.ClassDef)}
+    found: Set[str] = set()
+    for _ in range(4):
+        for name, arguments in bases.items():
+            for arg in arguments:
+                value = arg.value
+                if ctx.semantic.resolve(value) in ("torch.nn.Module", "torch.nn.modules.module.Module") or (
+                        isinstance(value, cst.Name) and value.value in found):
+                    found.add(name)
+    return found
 
 
 def _model_handed_in_eval_mode(ctx, loop: cst.For, function: cst.FunctionDef) -> Optional[Tuple[cst.Call, str]]:
