@@ -117,29 +117,73 @@ class Names:
         return qualified[6:] if qualified is not None and qualified.startswith("numpy.") else None
 
 
-def numpy_functions(tree: ast.Module, names: Names) -> FrozenSet[Tuple[Where, str]]:
-    """(function, dtype or "") for each function of ``tree`` whose every ``return`` gives a NumPy
+def numpy_functions(names: Names) -> FrozenSet[Tuple[Where, str]]:
+    """(function, dtype or "") for each function of the file whose every ``return`` gives a NumPy
     array (at least one; no ``yield``). Calls to other functions are not followed: the answer of
-    each function depends on its own code and the file's imports only."""
+    each function depends on its own code and the file's imports only. Read from the lines that
+    spell ``return`` (a function's other code only where a returned name needs its assignments)."""
+    index = names.index
+    functions: Dict[int, Tuple[ast.FunctionDef, Where, List[Optional[ast.expr]]]] = {}
+    for line in index.word_lines("return"):
+        for node, parents in index.nodes_on(line):
+            if type(node) is not ast.Return or node.lineno != line:
+                continue
+            at = next((i for i in range(len(parents) - 1, -1, -1)
+                       if type(parents[i]) in (ast.FunctionDef, ast.AsyncFunctionDef)), None)
+            if at is None:
+                continue
+            function = cast(ast.FunctionDef, parents[at])
+            if id(function) not in functions:
+                where = tuple(("c" if type(p) is ast.ClassDef else "d", cast(ast.FunctionDef, p).name)
+                              for p in parents[:at + 1] if isinstance(p, _SCOPES))
+                functions[id(function)] = (function, where, [])
+            functions[id(function)][2].append(node.value)
+    if not functions:
+        return frozenset()
+    generators: Set[int] = set()
+    for line in index.word_lines("yield"):
+        for node, parents in index.nodes_on(line):
+            if type(node) in (ast.Yield, ast.YieldFrom):
+                owner = next((p for p in reversed(parents) if type(p) in (ast.FunctionDef, ast.AsyncFunctionDef)), None)
+                if owner is not None:
+                    generators.add(id(owner))
     found: Set[Tuple[Where, str]] = set()
-    stack: List[Tuple[ast.AST, Where]] = [(tree, ())]
-    while stack:
-        node, where = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _SCOPES):
-                inner = where + (("c" if type(child) is ast.ClassDef else "d", child.name),)
-                if type(child) is not ast.ClassDef:
-                    dtype = _returns_array(cast(ast.FunctionDef, child), names)
-                    if dtype is not None:
-                        found.add((inner, dtype))
-                stack.append((child, inner))
-            elif isinstance(child, (ast.stmt, ast.excepthandler)) or type(child) is ast.match_case:
-                stack.append((child, where))
+    for key, (function, where, returns) in functions.items():
+        if key in generators or any(value is None for value in returns):
+            continue
+        dtype = _returns_array(function, cast(List[ast.expr], returns), names)
+        if dtype is not None:
+            found.add((where, dtype))
     return frozenset(found)
 
 
-def _returns_array(function: ast.FunctionDef, names: Names) -> Optional[str]:
-    returns: List[ast.expr] = []
+def _returns_array(function: ast.FunctionDef, returns: List[ast.expr], names: Names) -> Optional[str]:
+    args = function.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    assigned: Dict[str, List[Optional[ast.expr]]] = {}
+    if any(type(_chain_root(value)) is ast.Name for value in returns):
+        assigned = _assignments(function)  # a returned name: its assignments in the function
+    dtypes = set()
+    for value in returns:
+        dtype = numpy_array(value, names, assigned, params, set())
+        if dtype is None:
+            return None
+        dtypes.add(dtype)
+    return dtypes.pop() if len(dtypes) == 1 else ""
+
+
+def _chain_root(value: ast.expr) -> ast.expr:
+    """``a`` of ``a.astype(t).reshape(n)``."""
+    while True:
+        if type(value) is ast.Call and type(value.func) is ast.Attribute:
+            value = value.func.value
+        else:
+            return value
+
+
+def _assignments(function: ast.FunctionDef) -> Dict[str, List[Optional[ast.expr]]]:
+    """name -> the values the function's own code assigns it (None: a value not known)."""
     assigned: Dict[str, List[Optional[ast.expr]]] = {}
     stack: List[ast.AST] = list(function.body)
     while stack:
@@ -149,36 +193,18 @@ def _returns_array(function: ast.FunctionDef, names: Names) -> Optional[str]:
             if kind is not ast.Lambda:
                 assigned.setdefault(cast(ast.FunctionDef, node).name, []).append(None)
             continue
-        if kind is ast.Yield or kind is ast.YieldFrom:
-            return None  # a generator
-        if kind is ast.Return:
-            value = node.value  # type: ignore[attr-defined]
-            if value is None:
-                return None
-            returns.append(value)
-        elif kind is ast.Assign:
-            value = node.value  # type: ignore[attr-defined]
-            for target in node.targets:  # type: ignore[attr-defined]
+        if kind is ast.Assign:
+            value = cast(ast.Assign, node).value
+            for target in cast(ast.Assign, node).targets:
                 _bind(target, value, assigned)
-        elif kind is ast.AnnAssign and node.value is not None:  # type: ignore[attr-defined]
-            _bind(node.target, node.value, assigned)  # type: ignore[attr-defined]
+        elif kind is ast.AnnAssign and cast(ast.AnnAssign, node).value is not None:
+            _bind(cast(ast.AnnAssign, node).target, cast(ast.expr, cast(ast.AnnAssign, node).value), assigned)
         elif kind in (ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr, ast.With, ast.AsyncWith,
                       ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ExceptHandler):
             for name in _names_bound(node):
                 assigned.setdefault(name, []).append(None)
         stack.extend(ast.iter_child_nodes(node))
-    if not returns:
-        return None
-    args = function.args
-    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
-    params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
-    dtypes = set()
-    for value in returns:
-        dtype = numpy_array(value, names, assigned, params, set())
-        if dtype is None:
-            return None
-        dtypes.add(dtype)
-    return dtypes.pop() if len(dtypes) == 1 else ""
+    return assigned
 
 
 def _bind(target: ast.expr, value: ast.expr, assigned: Dict[str, List[Optional[ast.expr]]]) -> None:
@@ -287,42 +313,64 @@ def dtype_name(node: ast.expr, names: Names) -> Optional[str]:
 
 # -- modules that iterate the layers they are given (TL301) ---------------------------------------
 _ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "reversed", "list", "tuple", "iter"})
+# `in self.layers`, `in enumerate(self.layers)`: the cheap test before the walk
+_ITERATES_SELF = re.compile(r"in\s+(?:(?:enumerate|zip|reversed|list|tuple|iter)\s*\(\s*)*self\s*\.")
 
 
-def layer_iterating_classes(tree: ast.Module) -> FrozenSet[str]:
-    """Names of the classes of ``tree`` that iterate a module handed to their ``__init__``
+def layer_iterating_classes(index: "AstIndex") -> FrozenSet[str]:
+    """Names of the classes of the file that iterate, in a method, a module handed to their ``__init__``
     (``self.seq_module = seq_module`` ... ``for module in self.seq_module: x = module(x)``): code
     of theirs may run between the layers, so a container given to them does not chain its layers
-    straight (deepspeech's ``MaskConv(nn.Sequential(conv, bn, ...))`` masks between them)."""
+    straight (deepspeech's ``MaskConv(nn.Sequential(conv, bn, ...))`` masks between them). Read
+    from the ``for`` statements only (the lines that spell ``for``)."""
     found: Set[str] = set()
-    for node in ast.walk(tree):
-        if type(node) is not ast.ClassDef:
-            continue
-        methods = [cast(ast.FunctionDef, m) for m in node.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef)]
-        init = next((m for m in methods if m.name == "__init__"), None)
-        if init is None:
-            continue
-        params = {a.arg for a in (*init.args.posonlyargs, *init.args.args[1:], *init.args.kwonlyargs)}
-        given: Set[str] = set()  # self attributes bound to a parameter
-        for stmt in ast.walk(init):
-            if type(stmt) is ast.Assign and type(stmt.value) is ast.Name and stmt.value.id in params:
-                for target in stmt.targets:
-                    if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == "self":
-                        given.add(target.attr)
-        if any(_iterates(cast(ast.For, loop).iter, given, params if method is init else set())
-               for method in methods for loop in ast.walk(method) if type(loop) in (ast.For, ast.AsyncFor)):
-            found.add(node.name)
+    given_of: Dict[int, Set[str]] = {}
+    for line in index.lines_matching(_ITERATES_SELF):
+        for node, parents in index.nodes_on(line):
+            if type(node) not in (ast.For, ast.AsyncFor) or cast(ast.For, node).lineno != line:
+                continue
+            method = next((p for p in reversed(parents) if type(p) in (ast.FunctionDef, ast.AsyncFunctionDef)), None)
+            if method is None:
+                continue
+            at = parents.index(method)
+            cls = parents[at - 1] if at > 0 else None
+            if type(cls) is not ast.ClassDef or cls.name in found:
+                continue
+            if id(cls) not in given_of:
+                given_of[id(cls)] = _given_modules(cls)
+            if _iterates(cast(ast.For, node).iter, given_of[id(cls)]):
+                found.add(cls.name)
     return frozenset(found)
 
 
-def _iterates(iterable: ast.expr, attributes: Set[str], params: Set[str]) -> bool:
+def _given_modules(cls: ast.ClassDef) -> Set[str]:
+    """The ``self`` attributes ``__init__`` binds to one of its parameters."""
+    init = next((m for m in cls.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                 and cast(ast.FunctionDef, m).name == "__init__"), None)
+    if init is None:
+        return set()
+    args = cast(ast.FunctionDef, init).args
+    params = {a.arg for a in (*args.posonlyargs, *args.args[1:], *args.kwonlyargs)}
+    given: Set[str] = set()
+    stack: List[ast.AST] = list(cast(ast.FunctionDef, init).body)
+    while stack:  # statements only
+        stmt = stack.pop()
+        if type(stmt) is ast.Assign and type(stmt.value) is ast.Name and stmt.value.id in params:
+            for target in stmt.targets:
+                if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == "self":
+                    given.add(target.attr)
+        elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            stack.extend(child for child in ast.iter_child_nodes(stmt) if isinstance(child, ast.stmt))
+    return given
+
+
+def _iterates(iterable: ast.expr, attributes: Set[str]) -> bool:
     while type(iterable) is ast.Call and type(iterable.func) is ast.Name and iterable.func.id in _ITERATION_WRAPPERS:
         if not iterable.args:
             return False
         iterable = iterable.args[0]
-    if type(iterable) is ast.Attribute:
-        return type(iterable.value) is ast.Name and iterable.value.id == "self" and iterable.attr in attributes
-    return type(iterable) is ast.Name and iterable.id in params
+    return (type(iterable) is ast.Attribute and type(iterable.value) is ast.Name and iterable.value.id == "self"
+            and iterable.attr in attributes)
 
 
 # -- loaders that pin their batches (TL203) -------------------------------------------------------
@@ -340,32 +388,36 @@ TENSOR_COLLATES = frozenset({
 DEFAULT, ELEMENTS = "default", "elements"
 
 
-def pinned_loaders(tree: ast.Module, names: Names, is_torch_loader, classes: FrozenSet[str]) -> FrozenSet[Tuple[str, str]]:
-    """(dotted name, DEFAULT or ELEMENTS) for the names some statement of ``tree`` assigns a
-    ``DataLoader(...)`` call that pins its batches: ``pin_memory=True``, or
-    ``pin_memory=torch.cuda.is_available()`` (true wherever a move to the GPU happens). A call of
-    one of the file's other loader ``classes`` (a subclass, MONAI's) counts by keywords only. A
-    name any of whose loader calls does not pin is left out (``_merge_pinned``)."""
-    settings: List[Tuple[str, Optional[str]]] = []
-    for node in ast.walk(tree):
-        kind = type(node)
-        if kind is not ast.Assign and kind is not ast.AnnAssign:
+def pinned_loaders(names: Names, is_torch_loader, classes: FrozenSet[str],
+                   aliases: List[str]) -> FrozenSet[Tuple[str, str]]:
+    """(dotted name, DEFAULT or ELEMENTS, or "" when it does not pin) for the names some
+    statement of the file assigns a ``DataLoader(...)`` call: ``pin_memory=True``, or
+    ``pin_memory=torch.cuda.is_available()`` (true wherever a move to the GPU happens) pins. A
+    call of one of the file's other loader ``classes`` (a subclass, MONAI's) counts by keywords
+    only. The calls come from the words that name a loader (``aliases``: DataLoader's local
+    names); ``merge_pinned`` leaves out a name any of whose loader calls does not pin."""
+    index = names.index
+    calls = index.calls_of("DataLoader", *aliases, *sorted(classes))
+    if calls is None:  # spellings the word search cannot follow: walk the tree
+        calls = [(n, ()) for n in ast.walk(index.tree) if type(n) is ast.Call]
+    settings: Set[Tuple[str, str]] = set()
+    for call, _ in calls:
+        statement = next((n for n, _ in index.nodes_on(call.lineno)
+                          if type(n) in (ast.Assign, ast.AnnAssign) and cast(ast.Assign, n).value is call), None)
+        if statement is None:
             continue
-        value = cast(ast.Assign, node).value
-        if type(value) is not ast.Call:
-            continue
-        call = value
         func = call.func
         torch_loader = is_torch_loader(func)
         if not torch_loader and not (type(func) is ast.Name and func.id in classes):
             continue
-        setting = _pin_setting(call, names, torch_loader)
-        targets = cast(ast.Assign, node).targets if kind is ast.Assign else [cast(ast.AnnAssign, node).target]
+        setting = _pin_setting(call, names, torch_loader) or ""
+        targets = (statement.targets if type(statement) is ast.Assign
+                   else [cast(ast.AnnAssign, statement).target])
         for target in targets:
             dotted = _dotted(target)
             if dotted is not None:
-                settings.append((dotted, setting))
-    return frozenset((name, setting or "") for name, setting in settings)
+                settings.add((dotted, setting))
+    return frozenset(settings)
 
 
 def merge_pinned(answers: FrozenSet[Tuple[str, str]]) -> Dict[str, str]:
@@ -438,25 +490,35 @@ def _dotted(node: ast.expr) -> Optional[str]:
 
 
 # -- functions whose returned lists become layers; literal flags passed to functions (TL301) ------
-def layer_list_functions(tree: ast.Module, names: Names) -> FrozenSet[str]:
+# `*f(`, `*self.f(`, `.extend(f(`, `+= f(`: where a helper's result may join a list of layers
+_LAYER_LIST_USE = re.compile(r"\*\s*(?:self\s*\.\s*)?\w+\s*\(|\.\s*extend\s*\(|\+=\s*(?:self\s*\.\s*)?\w+\s*\(")
+
+
+def layer_list_functions(names: Names) -> FrozenSet[str]:
     """Names ``f`` of the functions whose result the file uses as a list of layers: ``*f(...)``
     among the arguments of ``nn.Sequential(...)``, ``layers.extend(f(...))``, ``layers += f(...)``
-    (by the callee's name: a nested helper of ``__init__`` as a module-level one)."""
+    (by the callee's name: a nested helper of ``__init__`` as a module-level one). Read on the
+    lines that spell one of those only."""
+    index = names.index
     found: Set[str] = set()
-    for node in ast.walk(tree):
-        kind = type(node)
-        if kind is ast.Call:
-            call = cast(ast.Call, node)
-            func = call.func
-            if type(func) is ast.Attribute and func.attr == "extend" and len(call.args) == 1:
-                _add_callee(call.args[0], found)
-            elif any(type(a) is ast.Starred for a in call.args) and names.index.resolves(
-                    func, lambda q: q == "torch.nn.Sequential"):
-                for arg in call.args:
-                    if type(arg) is ast.Starred:
-                        _add_callee(arg.value, found)
-        elif kind is ast.AugAssign and type(cast(ast.AugAssign, node).op) is ast.Add:
-            _add_callee(cast(ast.AugAssign, node).value, found)
+    seen: Set[int] = set()
+    for line in index.lines_matching(_LAYER_LIST_USE):
+        for node, parents in index.nodes_on(line):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            kind = type(node)
+            if kind is ast.Starred and parents and type(parents[-1]) is ast.Call:
+                call = parents[-1]
+                if node in call.args and index.resolves(call.func, lambda q: q == "torch.nn.Sequential"):
+                    _add_callee(cast(ast.Starred, node).value, found)
+            elif kind is ast.Call:
+                func = cast(ast.Call, node).func
+                args = cast(ast.Call, node).args
+                if type(func) is ast.Attribute and func.attr == "extend" and len(args) == 1:
+                    _add_callee(args[0], found)
+            elif kind is ast.AugAssign and type(cast(ast.AugAssign, node).op) is ast.Add:
+                _add_callee(cast(ast.AugAssign, node).value, found)
     return frozenset(found)
 
 
@@ -469,18 +531,56 @@ def _add_callee(node: ast.expr, found: Set[str]) -> None:
             found.add(func.attr)  # self.make_block(...)
 
 
-def literal_flags(tree: ast.Module) -> FrozenSet[Tuple[str, str, bool]]:
-    """(callee name, keyword, value) for each ``f(..., keyword=True/False)`` of the file (the
-    callee by its last name: ``make_layers``, ``self.block``)."""
+# `keyword=True` / `keyword = False` after `(` or `,`: an argument
+_FLAG_KEYWORD = re.compile(r"[(,]\s*(\w+)\s*=\s*(True|False)\b")
+_OPENERS = {")": "(", "]": "[", "}": "{"}
+
+
+def literal_flags(text: str) -> FrozenSet[Tuple[str, str, bool]]:
+    """(callee name, keyword, value) for each ``f(..., keyword=True/False)`` of the text (the
+    callee by its last name: ``make_layers``, ``self.block``): from each such keyword back to the
+    bracket that opens its call. A string or comment in between leaves that keyword out (the
+    scan cannot vouch for brackets there): a flag not found is one not known to be passed."""
     found: Set[Tuple[str, str, bool]] = set()
-    for node in ast.walk(tree):
-        if type(node) is not ast.Call:
-            continue
-        func = node.func
-        callee = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else None
-        if callee is None:
-            continue
-        for kw in node.keywords:
-            if kw.arg is not None and type(kw.value) is ast.Constant and isinstance(kw.value.value, bool):
-                found.add((callee, kw.arg, kw.value.value))
+    for match in _FLAG_KEYWORD.finditer(text):
+        callee = _callee_before(text, match.start())
+        if callee is not None:
+            found.add((callee, match.group(1), match.group(2) == "True"))
     return frozenset(found)
+
+
+def _callee_before(text: str, at: int) -> Optional[str]:
+    """The name called by the call whose argument list holds position ``at``."""
+    depth, i, stop = 0, at, max(0, at - 4000)
+    while i >= stop:
+        c = text[i]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{":
+            if depth == 0:
+                if c != "(":
+                    return None
+                j = i - 1
+                while j >= 0 and text[j] in " \t":
+                    j -= 1
+                k = j
+                while k >= 0 and (text[k].isalnum() or text[k] == "_"):
+                    k -= 1
+                name = text[k + 1:j + 1]
+                if not name or name[0].isdigit():
+                    return None
+                while k >= 0 and text[k] in " \t":
+                    k -= 1
+                if text[max(0, k - 2):k + 1] == "def" and (k < 3 or not (text[k - 3].isalnum() or text[k - 3] == "_")):
+                    return None  # `def f(x, flag=True)`: a default, not a call
+                return name
+            depth -= 1
+        elif c in "'\"":  # a one-line string: back over it
+            j = text.rfind(c, stop, i)
+            if j < 0 or "\n" in text[j:i] or "\\" in text[j:i] or text[i - 2:i + 1] == c * 3:
+                return None
+            i = j
+        elif c == "#":
+            return None
+        i -= 1
+    return None

@@ -402,7 +402,7 @@ class FileModel:
             return frozenset()
         from torchlint.kinds import Names, numpy_functions
 
-        return numpy_functions(self.tree, Names(self.text, self.index))
+        return numpy_functions(Names(self.text, self.index))
 
     def layer_iterating_classes(self) -> FrozenSet[str]:
         """Classes of the file that iterate a module given to their ``__init__`` (``for m in
@@ -415,7 +415,7 @@ class FileModel:
             return frozenset()
         from torchlint.kinds import layer_iterating_classes
 
-        return layer_iterating_classes(self.tree)
+        return layer_iterating_classes(self.index)
 
     def pinned_loaders(self) -> Dict[str, str]:
         """Loader name -> ``"default"`` or ``"elements"`` for the dotted names every
@@ -434,8 +434,11 @@ class FileModel:
         from torchlint.kinds import Names, pinned_loaders
 
         index, classes = self.index, self.loader_classes()
-        return pinned_loaders(self.tree, Names(self.text, index),
-                              lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER), classes)
+        aliases = sorted(local for local, qualified in index.bindings().items()
+                         if local != "DataLoader" and any(canonical_name(q) == DATALOADER for q in qualified))
+        return pinned_loaders(Names(self.text, index),
+                              lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER),
+                              classes, aliases)
 
     def layer_list_functions(self) -> FrozenSet[str]:
         """Names of the functions whose result the file uses as layers (``*f(...)`` in
@@ -447,7 +450,7 @@ class FileModel:
             return frozenset()
         from torchlint.kinds import Names, layer_list_functions
 
-        return layer_list_functions(self.tree, Names(self.text, self.index))
+        return layer_list_functions(Names(self.text, self.index))
 
     def literal_flags(self) -> FrozenSet[Tuple[str, str, bool]]:
         """(callee name, keyword, value) for every ``f(..., keyword=True/False)`` of the file
@@ -459,7 +462,7 @@ class FileModel:
             return frozenset()
         from torchlint.kinds import literal_flags
 
-        return literal_flags(self.tree)
+        return literal_flags(self.text)
     # -- end of kinds of values (F4)
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)
