@@ -143,7 +143,7 @@ class FileModel:
 
     def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators",
                                                  "global_names", "default_device_settings",
-                                                 "loader_classes", "batches",
+                                                 "loader_classes", "batches", "accelerator_modules",
                                                  "numpy_functions",
                                                  "layer_iterating_classes",
                                                  "pinned_loaders",
@@ -254,6 +254,32 @@ class FileModel:
         if self._chunked:  # module-level names are bound across chunks: not known from one
             found.pop((), None)
         return found
+
+    # -- accelerator modules chosen at run time (issue 29; TL501, F2) --------------------------------
+    def accelerator_modules(self) -> FrozenSet[str]:
+        """Dotted names (``device_module``, ``self.device_module``) bound, anywhere in the file, only
+        to ``getattr(torch, <device type>, torch.cuda)``: the accelerator's module (``torch.cuda``,
+        ``torch.xpu``...), so ``device_module.empty_cache()`` is ``torch.cuda.empty_cache()`` there."""
+        return cast(FrozenSet[str], self._ask("accelerator_modules", self._accelerator_modules))
+
+    def _accelerator_modules(self) -> FrozenSet[str]:
+        if re.search(r"getattr\(\s*torch\s*,", self.text) is None:
+            return frozenset()
+        found: Set[str] = set()
+        others: Set[str] = set()
+        for node in ast.walk(self.tree):
+            if type(node) is not ast.Assign:
+                continue
+            value = cast(ast.Assign, node).value
+            module = (type(value) is ast.Call and _dotted(cast(ast.Call, value).func) == "getattr"
+                      and len(cast(ast.Call, value).args) == 3
+                      and _dotted(cast(ast.Call, value).args[0]) == "torch"
+                      and _dotted(cast(ast.Call, value).args[2]) in ("torch.cuda", "torch.xpu", "torch.mps"))
+            for target in cast(ast.Assign, node).targets:
+                name = _dotted(target)
+                if name is not None:
+                    (found if module else others).add(name)
+        return frozenset(found - others)
 
     # -- compatibility imports -------------------------------------------------------------------
     def compat_bindings(self) -> Dict[Scope, FrozenSet[Tuple[str, str]]]:

@@ -111,7 +111,8 @@ HOST_SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 
 # Release the caching allocator's free blocks to the driver (TL501).
 EMPTY_CACHE_FUNCTIONS = frozenset({"torch.cuda.empty_cache", "torch.xpu.empty_cache", "torch.mps.empty_cache",
-                                   "torch.xpu.memory.empty_cache", "torch.mps.memory.empty_cache"})
+                                   "torch.xpu.memory.empty_cache", "torch.mps.memory.empty_cache",
+                                   "torch.accelerator.empty_cache", "torch.accelerator.memory.empty_cache"})
 # Autograd anomaly mode and the legacy autograd profilers (TL601); torch.profiler.profile is not here.
 SET_DETECT_ANOMALY = "torch.autograd.set_detect_anomaly"
 DETECT_ANOMALY = "torch.autograd.detect_anomaly"

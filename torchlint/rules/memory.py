@@ -7,6 +7,7 @@ from torchlint import _cst as cst
 from torchlint.context import FixSpec
 from torchlint.fixbuilders import statement_removal_edits
 from torchlint.heuristics import in_oom_handler, is_per_step_function, under_memory_switch
+from torchlint.imports import dotted_name
 from torchlint.loops import calls_gradient_step, is_training_loop, runs_every_step, under_periodic_guard
 from torchlint.rules.base import Rule
 from torchlint.syntax import enclosing_function, enclosing_loops
@@ -48,7 +49,9 @@ class EmptyCache(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.resolve_call(node)
-        if name not in EMPTY_CACHE_FUNCTIONS or in_oom_handler(self.ctx):
+        if name not in EMPTY_CACHE_FUNCTIONS:
+            name = self._module_chosen_at_run_time(node)
+        if name is None or in_oom_handler(self.ctx):
             return
         loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(self.ctx, l)), None)
         func = enclosing_function(self.ctx)
@@ -66,6 +69,19 @@ class EmptyCache(Rule):
         edits = statement_removal_edits(self.ctx, node)
         fix = FixSpec("unsafe", f"Remove the `{name}()` call", edits) if edits else None
         self.report(node, self._template.format(name=name), fix, hint=self._hint.format(where=where.rstrip(",")))
+
+
+    def _module_chosen_at_run_time(self, node: cst.Call):
+        """``device_module.empty_cache()`` where the whole-file model knows ``device_module`` is
+        bound only to ``getattr(torch, device_type, torch.cuda)`` (peft's scripts): the call as
+        spelt, or None."""
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "empty_cache"):
+            return None
+        module = dotted_name(func.value)
+        if module is None or module not in self.ctx.model.accelerator_modules():
+            return None
+        return f"{module}.empty_cache"
 
 
 RULES = [EmptyCache]
