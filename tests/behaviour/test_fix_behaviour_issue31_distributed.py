@@ -476,9 +476,9 @@ def test_distributed_fixes_work_in_notebooks():
 
 def test_eval_fix_works_in_notebooks():
     """The load is the last line of its cell, without a newline; the model runs in the next."""
-    raw = notebook("import torch\n", "net = Net()\nnet.load_state_dict(torch.load('w.pt', weights_only=True))",
+    raw = notebook("import torch\nfrom models import Net\n", "net = Net()\nnet.load_state_dict(torch.load('w.pt', weights_only=True))",
                    "net(torch.ones(1))\n")
     result, cells = fix_twice(raw, {"select": ["TL902"], "preview": True})
     assert dict(result.applied) == {"TL902": 1}
     assert cells[1] == "net = Net()\nnet.load_state_dict(torch.load('w.pt', weights_only=True))\nnet.eval()"
-    assert cells[0] == "import torch\n" and cells[2] == "net(torch.ones(1))\n"
+    assert cells[0] == "import torch\nfrom models import Net\n" and cells[2] == "net(torch.ones(1))\n"

@@ -178,9 +178,9 @@ def test_tl907_table_names_follow_torchvision():
 
 # -- TL902 -------------------------------------------------------------------------------------
 def test_tl902_is_preview_only():
-    source = "import torch\ndef f(p, x):\n    m = Net()\n    m.load_state_dict(torch.load(p))\n    return m(x)\n"
+    source = "import torch\nfrom models import Net\ndef f(p, x):\n    m = Net()\n    m.load_state_dict(torch.load(p))\n    return m(x)\n"
     assert at(source, "TL902") == []
-    assert at(source, "TL902", preview=True) == [("TL902", 4, 5)]
+    assert at(source, "TL902", preview=True) == [("TL902", 5, 5)]
     assert rules_by_code()["TL902"].preview
 
 
