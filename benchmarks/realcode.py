@@ -25,7 +25,8 @@ repository and matches its findings to the labels on (path, cell, rule, line):
   findings; the count of unjudged ones is printed beside it, and ``--strict`` fails on any).
 
     python benchmarks/realcode.py checkout --mirror /work/.mirror --into ~/realcode
-    python benchmarks/realcode.py score --checkouts ~/realcode            # per-rule table
+    python benchmarks/realcode.py score --checkouts ~/realcode            # per-rule table, dev set
+    python benchmarks/realcode.py score --checkouts ~/realcode --set heldout
     python benchmarks/realcode.py score --checkouts ~/realcode --show unjudged,fn --repo owner/name
     python benchmarks/realcode.py draft --checkouts ~/realcode --repo owner/name   # label skeleton
 
@@ -71,6 +72,9 @@ class Repo:
     commit: str
     kind: str
     paths: Tuple[str, ...] = ()
+    #: "dev": read while the rules were changed; "heldout": judged only on the final build, by
+    #: someone who did not change the rules (its figures are the honest ones).
+    set: str = "dev"
 
     @property
     def slug(self) -> str:
@@ -135,7 +139,7 @@ def load_manifest(path: Path = MANIFEST) -> List[Repo]:
     repos = []
     for entry in data.get("repo", []):
         repos.append(Repo(entry["name"], entry["commit"], entry.get("kind", "training"),
-                          tuple(entry.get("paths", ()))))
+                          tuple(entry.get("paths", ())), entry.get("set", "dev")))
     return repos
 
 
@@ -340,10 +344,10 @@ def table(totals: Dict[str, Counts], preview: set) -> str:
     return "\n".join(rows)
 
 
-def selected(repos: List[Repo], names: Iterable[str]) -> List[Repo]:
+def selected(repos: List[Repo], names: Iterable[str], which: str = "all") -> List[Repo]:
     names = list(names)
     if not names:
-        return repos
+        return [r for r in repos if which in ("all", r.set)]
     known = {r.name: r for r in repos}
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -352,7 +356,7 @@ def selected(repos: List[Repo], names: Iterable[str]) -> List[Repo]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    repos = selected(load_manifest(), args.repo)
+    repos = selected(load_manifest(), args.repo, args.set)
     preview = preview_rules(args.package)
     totals: Dict[str, Counts] = collections.defaultdict(Counts)
     show = {s for s in (args.show or "").split(",") if s}
@@ -406,7 +410,7 @@ def cmd_draft(args: argparse.Namespace) -> int:
 
 def cmd_checkout(args: argparse.Namespace) -> int:
     args.into.mkdir(parents=True, exist_ok=True)
-    for repo in selected(load_manifest(), args.repo):
+    for repo in selected(load_manifest(), args.repo, args.set):
         checkout(repo, args.mirror, args.into)
     return 0
 
@@ -420,6 +424,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     common.add_argument("--jobs", type=int)
     score = sub.add_parser("score", parents=[common])
     score.add_argument("--repo", action="append", default=[])
+    score.add_argument("--set", choices=("dev", "heldout", "all"), default="dev",
+                       help="which repositories: those read while changing the rules (dev), the held-out ones, or all")
     score.add_argument("--show", help="comma-separated: tp, fp, fn, unjudged")
     score.add_argument("--strict", action="store_true", help="exit 1 on unjudged findings or stale labels")
     draft = sub.add_parser("draft", parents=[common])
@@ -428,6 +434,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     check.add_argument("--mirror", type=Path, required=True)
     check.add_argument("--into", type=Path, default=Path("~/realcode").expanduser())
     check.add_argument("--repo", action="append", default=[])
+    check.add_argument("--set", choices=("dev", "heldout", "all"), default="all")
     args = parser.parse_args(argv)
     return {"score": cmd_score, "draft": cmd_draft, "checkout": cmd_checkout}[args.command](args)
 
