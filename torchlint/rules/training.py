@@ -781,7 +781,8 @@ def _file_builds_ddp(ctx) -> bool:
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_"})
 _GRAPH_METHODS = frozenset({"mean", "sum", "clone", "cpu", "cuda", "to", "float", "double", "half", "bfloat16",
                             "squeeze", "unsqueeze", "view", "reshape", "flatten", "abs", "sqrt", "exp", "log",
-                            "pow", "mul", "add", "div", "sub", "norm", "contiguous"})
+                            "pow", "mul", "add", "div", "sub", "norm", "contiguous", "nanmean", "nansum",
+                            "permute", "transpose"})
 _LIST_FACTORIES = frozenset({"list", "collections.deque", "deque"})
 _DICT_FACTORIES = frozenset({"dict", "collections.defaultdict", "defaultdict", "collections.OrderedDict", "OrderedDict"})
 
@@ -978,6 +979,36 @@ class RetainedGraph(Rule):
                 break
         return graph
 
+    def _helper_keeps_graph(self, value: cst.BaseExpression, graph: Set[str]) -> bool:
+        """``tre(fixed + ddf_keypoints, moving)``: a function of this file handed a value that
+        carries the graph, one of whose ``return`` values is arithmetic or shape methods on the
+        parameters that got it (``((fixed - moving) ** 2).sum(-1).sqrt().nanmean()``), with no
+        ``no_grad`` in it. A metric that compares or counts (``(out.argmax(1) == y).float().mean()``)
+        carries none."""
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return False
+        function = self.ctx.semantic.module_function(value.func)
+        if function is None:
+            return False
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        carrying: Set[str] = set()
+        for i, arg in enumerate(value.args):
+            if arg.star or not _graph_expression(arg.value, graph):
+                continue
+            if arg.keyword is not None:
+                carrying.add(arg.keyword.value)
+            elif i < len(params):
+                carrying.add(params[i])
+        if not carrying:
+            return False
+        returns = []
+        for node in walk(function.body, scope_types()):
+            if isinstance(node, cst.Name) and node.value in ("no_grad", "inference_mode", "detach"):
+                return False
+            if isinstance(node, cst.Return) and node.value is not None:
+                returns.append(node.value)
+        return any(_graph_expression(r, carrying) for r in returns)
+
     def _data_helper(self, call: cst.Call) -> bool:
         """Is ``call`` a function of this file that runs no model: its body calls none of its
         parameters and no ``self.<attribute>`` (``apply_random_mask(imgs)``)? Its result is
@@ -1012,7 +1043,7 @@ class RetainedGraph(Rule):
         return memo(self.ctx, "data_helper", function, compute)
 
     def _carries_graph(self, value: cst.BaseExpression, graph: Set[str]) -> bool:
-        if not _graph_expression(value, graph):
+        if not _graph_expression(value, graph) and not self._helper_keeps_graph(value, graph):
             return False
         for name in walk(value):  # what reaches the read: `loss = loss.item()` first is detached
             if isinstance(name, cst.Name) and name.value in graph:
