@@ -710,6 +710,8 @@ class DdpNoSync(Rule):
                 return True
             if values and all(isinstance(v, cst.Call) for v in values):
                 plain = True  # a module built here without DDP
+            elif values:
+                unknown = True  # `self.model = model`: handed in, as a parameter is
         return unknown and not plain and _file_builds_ddp(self.ctx)
 
 
