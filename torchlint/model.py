@@ -148,7 +148,7 @@ class FileModel:
                                                  "layer_iterating_classes",
                                                  "pinned_loaders",
                                                  "layer_list_functions", "literal_flags",
-                                                 "accelerator_evidence")) -> str:
+                                                 "accelerator_evidence", "training_evidence")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -500,6 +500,66 @@ class FileModel:
                     return True
         return False
 
+
+    # -- what a module returns: probability modules (issue 29, class 3; G1, TL407) --------------
+    # ``probability_modules()``: scope -> the names a read there sees holding a model whose call
+    # returns a softmax (``nn.Softmax``, a Sequential ending in one, an instance of a class of the
+    # file whose ``forward`` returns a softmax, through ``.to(device)``/``.train()``..., in every
+    # binding of the name's scope; ``self.x`` of the scope's class), computed in
+    # torchlint/outputs.py. TL407 reads it; TL407 is walked at every lint (not statement-local,
+    # not read by name), so the answer is recorded but need not be in ``digest()``'s questions.
+    def probability_modules(self) -> Dict[Scope, FrozenSet[str]]:
+        """scope -> the dotted names (``model``, ``self.net``) that hold a probability module
+        where the scope reads them."""
+        found = self.answers.get("probability_modules")
+        if found is None:  # not through _ask: a class and its instance may be in different chunks
+            found = self.answers["probability_modules"] = self._probability_modules()
+        return cast(Dict[Scope, FrozenSet[str]], found)
+
+    def holds_probability_module(self, scope: Scope, dotted: str) -> bool:
+        """Does ``dotted``, read in ``scope``, hold a module whose call returns a softmax?"""
+        return dotted in self.probability_modules().get(scope, ())
+
+    def _probability_modules(self) -> Dict[Scope, FrozenSet[str]]:
+        from torchlint.astindex import AstIndex
+        from torchlint.outputs import probability_modules
+
+        if "oftmax" not in self.text:
+            return {}
+        if self._chunked:  # a large text: its whole tree once, only when TL407 asks
+            tree = _whole_tree(self.text)
+            index = AstIndex(tree, self.text)
+        else:
+            tree, index = self.tree, self.index
+        return probability_modules(tree, lambda node, name: index.resolves(node, lambda q: canonical_name(q) == name))
+    # -- end of probability modules (G1)
+
+    # -- does this program train? (issue 29; G1, TL701) -----------------------------------------
+    # ``may_train()`` is False only when the program certainly never trains: this file's text
+    # spells no gradient step, optimizer or training call (``training_evidence()``, from
+    # training.py) and the project index proves the same of the program (``FileFacts.
+    # inference_program``: a script whose imports in the project train nothing, and that no
+    # training script imports). When in doubt it is True. A rule that asks it sets
+    # ``uses_project = True``; the file's half is in ``digest()``.
+    def training_evidence(self) -> FrozenSet[str]:
+        """Why this file's own code may train (its first training word); empty when it certainly
+        does not."""
+        found = self.answers.get("training_evidence")
+        if found is None:  # read from the whole text, never per chunk
+            from torchlint.training import training_word
+
+            word = training_word(self.text)
+            found = self.answers["training_evidence"] = frozenset({word}) if word is not None else frozenset()
+        return cast(FrozenSet[str], found)
+
+    def may_train(self) -> bool:
+        """Does this program (possibly) compute gradients? False only when neither this file nor,
+        per the project index, the rest of its program trains."""
+        if self.training_evidence():
+            return True
+        facts = self.project
+        return facts is None or not facts.inference_program
+    # -- end of training (G1)
 
     def _segment(self, node: ast.expr) -> Optional[str]:
         """``ast.get_source_segment(text, node)`` from the index's line table (the standard
