@@ -61,14 +61,19 @@ class FileFacts:
     #: not "": every program this file is part of (a script or notebook, the scripts that import
     #: it) certainly never touches an accelerator; says which (``FileModel.uses_accelerator``)
     cpu_program: str = ""
+    #: not "": every program this file is part of certainly never trains (a script whose own code
+    #: and what it imports in the project spell no gradient step; ``FileModel.may_train``); says why
+    inference_program: str = ""
 
     @cached_property
     def digest(self) -> str:
-        if not self.per_step and not self.moved_loaders and not self.subclasses and not self.cpu_program:
+        if (not self.per_step and not self.moved_loaders and not self.subclasses and not self.cpu_program
+                and not self.inference_program):
             return ""
         data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
                            sorted(self.subclasses.items())] + ([sorted(self.sites.items())] if self.sites else [])
-                          + ([self.cpu_program] if self.cpu_program else []))
+                          + ([self.cpu_program] if self.cpu_program else [])
+                          + ([["inference", self.inference_program]] if self.inference_program else []))
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
 
     def to_json(self) -> list:
@@ -76,9 +81,10 @@ class FileFacts:
         if not self.digest:
             return []
         row: list = [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
-        if self.sites or self.cpu_program:
-            row.append({why: list(site) for why, site in self.sites.items()})
-        return row + [self.cpu_program] if self.cpu_program else row
+        extras: list = [{why: list(site) for why, site in self.sites.items()}, self.cpu_program, self.inference_program]
+        while extras and not extras[-1]:  # trailing empty extras are left out
+            extras.pop()
+        return row + extras
 
     @staticmethod
     def from_json(row) -> "FileFacts":
@@ -86,13 +92,14 @@ class FileFacts:
             return EMPTY_FACTS
         per_step, moved, subclasses, *rest = row
         sites = rest[0] if rest else {}
-        cpu = rest[1] if len(rest) == 2 else ""
+        cpu = rest[1] if len(rest) >= 2 else ""
+        inference = rest[2] if len(rest) == 3 else ""
         if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)
-                and isinstance(sites, dict) and isinstance(cpu, str) and len(rest) <= 2):
+                and isinstance(sites, dict) and isinstance(cpu, str) and isinstance(inference, str) and len(rest) <= 3):
             raise ValueError("bad facts")
         return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
                          {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()},
-                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu)
+                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu, inference)
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -649,6 +656,7 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
             summarizer.lines = lines
     summary = summarizer.run(tree)
     _program_facts(summary, tree, text, summarizer.deps)
+    _training_facts(summary, text)
     if reuse is not None:  # the functions edited away: their records (and nodes) are dropped
         for key in [k for k in reuse if k not in summarizer._used]:
             del reuse[key]
@@ -669,6 +677,26 @@ def _program_facts(summary: dict, tree: ast.Module, text: Optional[str], deps: S
     if deps:
         summary["deps"] = sorted(deps)
 
+
+# -- does the program train? (issue 29; G1, TL701) ----------------------------------------------
+#: Words of the rules that ask whether the program trains (TL701: a DataParallel only for
+#: inference). Only files spelling one get the fact: facts on other files would only send them
+#: to phase 3 again.
+TRAINING_QUESTIONS = ("DataParallel", "data_parallel")
+
+
+def _training_facts(summary: dict, text: Optional[str]) -> None:
+    """``untrained``: the file's own text certainly trains nothing (``training.training_word``;
+    a summary without it counts as training); ``asks_training``: it spells a word of
+    ``TRAINING_QUESTIONS``."""
+    if text is None:
+        return
+    from torchlint.training import training_word
+
+    if training_word(text) is None:
+        summary["untrained"] = True
+    if any(word in text for word in TRAINING_QUESTIONS):
+        summary["asks_training"] = True
 
 
 def _is_program_root(tree: ast.Module) -> bool:
@@ -793,7 +821,10 @@ class ProjectIndex:
         subclasses = self._subclasses_seen_from(path)
         sites = {why: self.sites[why] for _, why in per_step.values() if why in self.sites}
         cpu = self.cpu_programs().get(path, "")
-        return FileFacts(per_step, moved, subclasses, sites, cpu) if per_step or moved or subclasses or cpu else EMPTY_FACTS
+        inference = self.inference_programs.get(path, "")
+        if not (per_step or moved or subclasses or cpu or inference):
+            return EMPTY_FACTS
+        return FileFacts(per_step, moved, subclasses, sites, cpu, inference)
 
     # -- programs on the host ---------------------------------------------------------------------
     def cpu_programs(self) -> Dict[str, str]:
@@ -833,6 +864,33 @@ class ProjectIndex:
                 self._cpu[path] = reason
         return self._cpu
 
+    # -- programs that never train (G1, TL701) ------------------------------------------------------
+    @cached_property
+    def inference_programs(self) -> Dict[str, str]:
+        """path -> why, for the scripts (``root``) that ask (``asks_training``) and whose every
+        program certainly never trains: neither the script nor anything it imports in the
+        project, directly or not, trains (``untrained``), and no script that trains imports it.
+        Only scripts: a module may also be imported by a notebook or a program outside the
+        project (unknown: it may train)."""
+        summaries = self.summaries
+        asking = [p for p, s in summaries.items() if s.get("root") and s.get("asks_training") and s.get("untrained")]
+        if not asking:
+            return {}
+        edges: Dict[str, Set[str]] = {}
+        importers: Dict[str, Set[str]] = {}
+        for path, summary in summaries.items():
+            for dep in summary.get("deps", ()):
+                target = self._module_path(dep)
+                if target is not None and target != path:
+                    edges.setdefault(path, set()).add(target)
+                    importers.setdefault(target, set()).add(path)
+        trains = {p for p, s in summaries.items() if not s.get("untrained")}
+        _spread(trains, importers)  # files whose imports reach a file that may train
+        in_training = {p for p, s in summaries.items() if s.get("root") and p in trains}
+        _spread(in_training, edges)  # files of a program that may train
+        return {p: f"`{_short(p)}` and what it imports never compute gradients"
+                for p in sorted(asking) if p not in trains and p not in in_training}
+
     def _module_path(self, dotted: str) -> Optional[str]:
         """The project file of the longest module prefix of ``dotted`` (``pkg.mod.func`` -> pkg/mod.py)."""
         parts = dotted.split(".")
@@ -841,7 +899,6 @@ class ProjectIndex:
             if found is not None:
                 return found
         return None
-
 
     # -- classes ----------------------------------------------------------------------------------
     def torch_base(self, path: str, name: str, seen: Optional[Set[Tuple[str, str]]] = None) -> Optional[str]:

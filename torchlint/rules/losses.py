@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Optional, Set
+from typing import List, Optional, Set, Tuple
 
 from torchlint import _cst as cst
 
 from torchlint.context import DELETE_LINES, REPLACE, FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
+from torchlint.model import Scope
 from torchlint.rules.base import Rule
 from torchlint.semantic import ASSIGN, CLASS
 from torchlint.syntax import bound_names, enclosing_function, get_arg, literal_value, method_call
@@ -48,6 +49,17 @@ def _text_gates(text: str):
             elif line.lstrip().startswith("return"):
                 layers = True
     return frozenset(losses), frozenset(assigned), layers
+
+
+def _dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
 
 
 class SoftmaxBeforeCrossEntropy(Rule):
@@ -269,6 +281,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
     def _could_be_softmax(self, node: cst.BaseExpression) -> bool:
         """A cheap test before the semantic model: could this expression be a softmax output?"""
         _, assigned, layers = self._text_facts()
+        layers = layers or bool(self.ctx.model.probability_modules())
         if isinstance(node, cst.Name):
             return node.value in assigned or layers
         if isinstance(node, cst.Attribute):
@@ -340,6 +353,8 @@ class SoftmaxBeforeCrossEntropy(Rule):
         semantic = self.ctx.semantic
         if self._ends_in_softmax(func, seen, depth):
             return True
+        if self._holds_probability_module(func):
+            return True
         function = semantic.module_function(func)
         if function is None:
             function = self._forward_of_instance(func)
@@ -347,6 +362,36 @@ class SoftmaxBeforeCrossEntropy(Rule):
             return False
         returned = semantic.returned_values(function)
         return bool(returned) and all(self._is_softmax(v, seen, depth + 1) for v in returned)
+
+    def _holds_probability_module(self, func: cst.BaseExpression) -> bool:
+        """``model(x)`` where the whole-file model says ``model`` (or ``self.net``), read where
+        ``func`` is, holds a module returning a softmax in every binding: an instance of a class of
+        the file (a notebook's other cell too) through ``.to(device)``/``.train()``, a Sequential
+        ending in ``nn.Softmax`` moved with ``.to(device)``."""
+        dotted = _dotted_name(func)
+        if dotted is None or ("." in dotted and not dotted.startswith("self.")) or dotted.count(".") > 1:
+            return False
+        scope = self._model_scope(func)
+        return scope is not None and self.ctx.model.holds_probability_module(scope, dotted)
+
+    def _model_scope(self, node: cst.BaseExpression) -> Optional[Scope]:
+        """The whole-file model's scope (``def``/``class`` names, outermost first) of ``node``;
+        None inside a lambda or comprehension that binds the name read."""
+        scope = self.ctx.semantic.scope_for(node)
+        head = node
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        names: List[Tuple[str, str]] = []
+        while scope is not None:
+            owner = scope.node
+            if isinstance(owner, cst.FunctionDef):
+                names.append(("d", owner.name.value))
+            elif isinstance(owner, cst.ClassDef):
+                names.append(("c", owner.name.value))
+            elif not isinstance(owner, cst.Module) and isinstance(head, cst.Name) and head.value in scope.bindings:
+                return None
+            scope = scope.parent
+        return tuple(reversed(names))
 
     def _forward_of_instance(self, func: cst.BaseExpression) -> Optional[cst.FunctionDef]:
         """``net`` bound only to ``Net(...)``, ``Net`` a class of this file: its ``forward``."""
