@@ -434,8 +434,8 @@ def show(batches):
 
 
 if __name__ == "__main__":
-    loader = DataLoader(torch.arange(10), batch_size=2)
-    print(next(iter(loader)))
+    loader = DataLoader(range(10), batch_size=2)
+    print(next(iter(loader)).cuda())
 ''' + FILLER
 
 

@@ -199,7 +199,7 @@ import torch
 import torch.nn.functional as F
 
 torch.manual_seed(0)
-model = torch.nn.Linear(8, 3)
+model = torch.nn.Linear(8, 3).to("cuda" if torch.cuda.is_available() else "cpu")  # the GPU where there is one
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = [(torch.randn(4, 8), torch.randint(0, 3, (4,))) for _ in range(12)]
 logged, seen = [], []
@@ -281,7 +281,7 @@ import torch
 
 total = 0.0
 loader = [torch.ones(2) for _ in range(600)]
-weight = torch.ones(1, requires_grad=True)
+weight = torch.ones(1, requires_grad=True, device="cuda" if torch.cuda.is_available() else "cpu")
 optimizer = torch.optim.SGD([weight], lr=0.0)
 for batch in loader:
     loss = (batch * weight).to(torch.bfloat16).mean()  # a loss computed in bfloat16
@@ -306,7 +306,7 @@ def test_tl201_no_fix_where_the_sum_is_read_every_step():
     import torch
     total = 0.0
     for step, batch in enumerate(loader):
-        loss = model(batch).mean()
+        loss = model(batch.cuda()).mean()
         loss.backward()
         optimizer.step()
         total += loss.item()
@@ -634,7 +634,7 @@ def test_fixes_in_a_notebook_stay_in_their_cells_and_converge():
         """\
         total = 0.0
         for x, y in train_loader:
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(model(x.cuda()), y.cuda())
             loss.backward()
             optimizer.step()
             total += loss.item()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -14,6 +15,7 @@ from torchlint.fixbuilders import with_keyword_args
 from torchlint.heuristics import is_accelerator_device, moves_to_accelerator
 from torchlint.rules.base import Rule
 from torchlint.syntax import (
+    name_tokens,
     body_simple_statements,
     bound_names,
     enclosing_function,
@@ -34,6 +36,9 @@ PIN_MEMORY = DATALOADER_PARAMS.index("pin_memory")
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 # A stream the training process feeds (an RL replay buffer): every worker would replay it whole.
 ITERABLE_DATASETS = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+
+# Datasets fed by the training process (reinforcement learning): workers cannot run the agent.
+_STREAM_WORDS = frozenset({"experience", "replay", "rollout", "rollouts", "episode", "episodes", "environment"})
 
 # What TL101's fix passes: a few workers overlap loading with the step; more rarely help and
 # multiply memory, and the cap keeps a small machine from being oversubscribed.
@@ -90,7 +95,115 @@ class DataLoaderNumWorkers(Rule):
             return  # a positive literal, or unknown
         if self._takes_one_batch() or self._workers_do_not_apply(node) or self._smoke_test(node):
             return
+        if self._purpose_needs_no_workers(node):
+            return
         self.report(node, fix=self._fix(node, arg))
+
+    # -- purpose and scale (issue 29, class 6) ---------------------------------------------------
+    def _purpose_needs_no_workers(self, node: cst.Call) -> bool:
+        """A loader workers cannot help or must not serve: its collate moves batches to the device
+        (CUDA in a worker fails: ``num_workers=0`` is required) or only pads pre-tokenized text
+        (``default_data_collator``, a ``DataCollator*``, ``tokenizer.pad``); its dataset is a
+        stream an environment feeds (``ExperienceSourceDataset``, a replay buffer), a tensor, or
+        rows of tensors the caller built; one batch holds the whole dataset
+        (``batch_size=len(ds)``); or the loader is never iterated, or only looked at (a preview:
+        ``for x, y in loader: print(x.shape); break``)."""
+        collate = get_arg(node, "collate_fn", DATALOADER_PARAMS.index("collate_fn"))
+        if collate is not None and self._light_collate(collate.value):
+            return True
+        dataset = get_arg(node, "dataset", 0)
+        if dataset is not None and self._in_memory_or_stream(dataset.value):
+            return True
+        size = get_arg(node, "batch_size", DATALOADER_PARAMS.index("batch_size"))
+        if (dataset is not None and size is not None and isinstance(size.value, cst.Call)
+                and isinstance(size.value.func, cst.Name) and size.value.func.value == "len"
+                and len(size.value.args) == 1 and self.ctx.semantic is not None
+                and _same_code(self.ctx, size.value.args[0].value, dataset.value)):
+            return True  # one batch is the whole dataset: no worker can split it
+        return self._only_looked_at(node)
+
+    def _light_collate(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Call):
+            name = self.ctx.resolve_call(value) or ""
+            if name in ("functools.partial", "partial") and value.args:
+                return self._light_collate(value.args[0].value)
+            return name.startswith("transformers.") and "Collator" in name  # DataCollatorWithPadding(tok)
+        resolved = self.ctx.resolve(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+        if resolved and resolved.startswith("transformers.") and (
+                "collator" in resolved.lower()):
+            return True  # default_data_collator: stacks the pre-tokenized features
+        body: Optional[cst.CSTNode] = None
+        if isinstance(value, cst.Lambda):
+            body = value.body
+        elif isinstance(value, cst.Name):
+            body = self.ctx.semantic.module_function(value)
+        if body is None:
+            return False
+        calls = [n for n in walk(body) if isinstance(n, cst.Call)]
+        if any(moves_to_accelerator(self.ctx, c) for c in calls):
+            return True  # batches built on the device: workers would have to touch CUDA
+        if isinstance(body, cst.FunctionDef):
+            statements = [s for s in body_simple_statements(body) if not _is_docstring_expr(s)]
+            if len(statements) == 1 and isinstance(statements[0], cst.Return) and statements[0].value is not None:
+                mc = method_call(statements[0].value)
+                return mc is not None and mc[1] == "pad"  # tokenizer.pad(examples, ...)
+        return False
+
+    def _in_memory_or_stream(self, value: cst.BaseExpression) -> bool:
+        seen = value
+        if isinstance(value, cst.Name):
+            value = _assigned_value(self.ctx, value) or value
+        if tensor_factory(self.ctx, value) is not None:
+            return True  # DataLoader(X_tensor): rows of a tensor in memory
+        callee = value.func if isinstance(value, cst.Call) else seen
+        if set(name_tokens(callee)) & _STREAM_WORDS:
+            return True  # fed by an environment, a replay buffer: workers would replay it
+        if isinstance(value, cst.Call):
+            cls = _module_class(self.ctx.module, value.func)
+            if cls is not None and _returns_stored_rows(cls) and value.args and all(
+                    self._tensor_made(a.value) for a in value.args if a.keyword is None):
+                return True  # ToyDataset(X_train, y_train) over tensors the caller built
+        return False
+
+    def _tensor_made(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Name):
+            value = _assigned_value(self.ctx, value) or value
+        return tensor_factory(self.ctx, value) is not None
+
+    def _only_looked_at(self, node: cst.Call) -> bool:
+        """Bound to a plain name that nothing iterates in earnest: never read again (in a script
+        or notebook, or in a function), or read only by ``next(iter(...))``/``len``/``print``
+        and loops that stop after their first batch (an unconditional ``break``)."""
+        parent = self.ctx.parent
+        if not (isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            return False
+        target = parent.targets[0].target
+        semantic = self.ctx.semantic
+        scope = semantic.scope_for(target)
+        if scope is None:
+            return False
+        binding = next((b for b in scope.bindings.get(target.value, ()) if b.node is target), None)
+        if binding is None:
+            return False
+        if scope.node is self.ctx.module and not _is_program(self.ctx):
+            return False  # a module's name: another file may import it
+        if _MASKED_LINE.search(self.ctx.text) is not None:
+            return False  # a notebook's IPython line (`%time train(loader)`) may read it: unseen
+        uses = [n for n in walk(self.ctx.module) if isinstance(n, cst.Name) and n.value == target.value
+                and n is not target and any(b is binding for b in semantic.lookup(n) or ())]
+        return all(self._looks_once(n) for n in uses)
+
+    def _looks_once(self, name: cst.Name) -> bool:
+        for loop in walk(self.ctx.module):
+            if isinstance(loop, cst.For) and any(n is name for n in walk(loop.iter)):
+                body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else []
+                return any(isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in stmt.body)
+                           for stmt in body)
+            if isinstance(loop, cst.Call) and isinstance(loop.func, cst.Name) and loop.func.value in ("next", "iter", "len", "print"):
+                if any(a.value is name for a in loop.args):
+                    return True
+        return False
 
     def _smoke_test(self, node: cst.Call) -> bool:
         """Under ``if __name__ == "__main__":``, a loader bound to a name that is only looked at
@@ -251,6 +364,33 @@ class DataLoaderPinMemory(Rule):
         else:
             edit = NodeEdit(arg.value, true)
         return FixSpec(SAFE, "Set `pin_memory=True`", (edit,))
+
+
+# A notebook line notebook.py masked (`%time f(x)` -> `#` and blanks of the same length): its
+# names are not in the text.
+_MASKED_LINE = re.compile(r"(?m)^[ \t]*0?#[ \t]+$")
+
+
+def _is_program(ctx) -> bool:
+    """A notebook, or a script (an ``if __name__ == "__main__":`` block at module level): its
+    module-level names are its own."""
+    if ctx.path.endswith(".ipynb"):
+        return True
+    return any(isinstance(s, cst.If) and _is_main_guard(s.test) for s in ctx.module.body)
+
+
+def _same_code(ctx, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    return ctx.module.code_for_node(a).strip() == ctx.module.code_for_node(b).strip()
+
+
+def _returns_stored_rows(cls: cst.ClassDef) -> bool:
+    """``__getitem__`` only indexes what the instance holds (``return self.x[i], self.y[i]``): no
+    call, so no loading or decoding (the rows are whatever the caller passed in)."""
+    methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+    getitem = methods.get("__getitem__")
+    if getitem is None:
+        return False
+    return not any(isinstance(n, cst.Call) for n in walk(getitem.body))
 
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:
