@@ -53,7 +53,7 @@ def training_word(text: str) -> Optional[str]:
     at = text.find("backward")
     while at >= 0:
         if not (at and (text[at - 1].isalnum() or text[at - 1] == "_")):  # not `save_for_backward(`
-            after = _BLANKS.match(text, at + 8).end()
+            after = _end(_BLANKS, text, at + 8)
             if after < len(text) and text[after] == "(":
                 line = text[text.rfind("\n", 0, at) + 1:at]
                 if not line.rstrip().endswith("def"):  # `def backward(ctx, grad)`: an autograd Function
@@ -75,8 +75,8 @@ def training_word(text: str) -> Optional[str]:
 def _call_named_for_training(text: str, start: int, end: int) -> Optional[str]:
     """The callee's name when the word at ``text[start:end]`` is a word of a name that is called
     (``name(``, not ``name(False)``), else None."""
-    last = _NAME_REST.match(text, end).end()
-    after = _BLANKS.match(text, last).end()
+    last = _end(_NAME_REST, text, end)
+    after = _end(_BLANKS, text, last)
     if after >= len(text) or text[after] != "(" or _EVAL_MODE.match(text, after + 1):
         return None
     first = start
@@ -85,6 +85,12 @@ def _call_named_for_training(text: str, start: int, end: int) -> Optional[str]:
     if not _is_word_part(text[first:start], text[start:end], text[end:last]):
         return None
     return text[first:last]
+
+
+def _end(pattern: "re.Pattern[str]", text: str, at: int) -> int:
+    """Where ``pattern`` (which matches the empty string too) stops matching from ``at``."""
+    found = pattern.match(text, at)
+    return found.end() if found is not None else at
 
 
 def _is_word_part(before: str, word: str, after: str) -> bool:
