@@ -642,6 +642,9 @@ class ScalarTensorOnDevice(Rule):
                 return  # a device per iteration: `for i in range(device_count())` initialises each once
             if function is not None and set(name_tokens(function.name)) & SETUP_WORDS:
                 return  # `__init__`, `__setstate__`, `load_state_dict`: runs once
+            if all(_over_parameters(l) for l in loops) and (function is None or (
+                    not is_per_step_function(function) and runs_every_step(self.ctx, ("train", "eval")) is None)):
+                return  # `for group in optimizer.param_groups:` in set-up code: once per group, not per step
             if _device_of_a_value(device.value) and self._step_counter(device.value.value, set()):
                 return  # the device of an optimizer's step count: the host
             top: cst.CSTNode = loops[-1]
@@ -784,6 +787,25 @@ def _under_nan_branch(ctx, top: cst.CSTNode, ancestors) -> bool:
             if any(isinstance(n, cst.Call) and set(name_tokens(n.func)) & _NAN_CHECKS for n in walk(parent.test)):
                 return True
     return False
+
+
+_PARAMETER_COLLECTIONS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "modules",
+                                    "named_modules", "children", "named_children"})
+
+
+def _over_parameters(loop: cst.CSTNode) -> bool:
+    """A loop over an optimizer's ``param_groups`` or a module's parameters, buffers or
+    submodules (``enumerate``/``zip`` around them too)."""
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
+            iterable.func.value in ("enumerate", "zip", "list", "reversed") and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Attribute):
+        return iterable.attr.value == "param_groups"
+    call = method_call(iterable) if isinstance(iterable, cst.Call) else None
+    return call is not None and call[1] in _PARAMETER_COLLECTIONS
 
 
 def _runs_once(loop: cst.CSTNode) -> bool:
