@@ -436,13 +436,32 @@ class TensorMovedAfterCreation(Rule):
         uses = [n for n in reads if any(b is binding for b in model.lookup(n) or ())]
         if name not in uses:
             return None
-        if len(uses) > 1:
+        if len(uses) > 1 and not (len(uses) == 2 and self._host_branch_of(name, uses)):
             # `m = m.cuda()` under `if x.is_cuda:`: a later read sees the host tensor only where
             # the test said there is no device (issue 29 class 4); any other read keeps it silent
             moved = self._guarded_rebinding(name, scope)
             if moved is None or not all(n is name or any(b is moved for b in model.lookup(n) or ()) for n in uses):
                 return None
         return binding, created
+
+    def _host_branch_of(self, name: cst.Name, uses: List[cst.Name]) -> bool:
+        """``m.cuda() if use_cuda else m`` (or ``m.cpu()``): the move is the body of a conditional
+        expression that asks for the device, and the other read is its ``else`` part."""
+        up = self.ctx.ancestors
+        if len(up) < 1 or not isinstance(up[-1], cst.IfExp):
+            return False
+        choice = up[-1]
+        move = choice.body
+        if not (isinstance(move, cst.Call) and isinstance(move.func, cst.Attribute) and move.func.value is name):
+            return False
+        other = next(n for n in uses if n is not name)
+        orelse = choice.orelse
+        if isinstance(orelse, cst.Call):
+            method = method_call(orelse)
+            if method is None or method[1] != "cpu" or orelse.args:
+                return False
+            orelse = method[0]
+        return orelse is other and _asks_for_device(self.ctx, choice.test)
 
     def _guarded_rebinding(self, name: cst.Name, scope):
         """The binding ``m = m.cuda()`` makes when this move is that statement, alone in the body
@@ -481,6 +500,8 @@ class TensorMovedAfterCreation(Rule):
         move goes away, when the move runs whenever the constructor does (same branch) and the
         device expression means the same at both places (its names are bound before)."""
         model = self.ctx.semantic
+        if self.ctx.ancestors and isinstance(self.ctx.ancestors[-1], cst.IfExp):
+            return None  # `m.cuda() if use_cuda else m`: the device exists on one branch only
         read = model.reads.get(id(receiver))
         if read is None or len(read.blocks) != len(binding.blocks) or any(
                 a is not b for a, b in zip(read.blocks, binding.blocks)):
