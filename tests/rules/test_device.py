@@ -302,3 +302,12 @@ def test_sized_legacy_and_guarded_moves_are_flagged(body, row):
 )
 def test_legacy_data_and_other_guards_stay_silent(body):
     assert _messages(body) == []
+
+
+def test_silent_in_a_program_on_the_host():
+    """Issue 29 class 5: a script whose only device is the host moves nothing over a bus."""
+    body = ('device = torch.device("cpu")\n'
+            "def step(n):\n    return torch.zeros(n).to(device)\n"
+            'if __name__ == "__main__":\n    step(3)\n')
+    assert _messages(body) == []
+    assert [r for r, _ in _messages(body.replace('"cpu"', '"cuda"'))] == [4]

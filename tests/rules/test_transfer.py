@@ -323,3 +323,25 @@ def test_tl204_is_silent_when_the_clock_is_read_later_in_the_step():
             meter.update(time.perf_counter() - t0)
     """
     assert lint("TL204", body)[1] == []
+
+
+# -- issue 29 class 5: a program that never touches an accelerator ---------------------------------
+
+CPU_SCRIPT = """\
+device = torch.device("cpu")
+loader = DataLoader(ds, batch_size=8, pin_memory=True)
+for x in loader:
+    x = x.to(device)
+    scale = torch.tensor(0.5, device=device)
+    model(x * scale)
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_transfer_rules_are_silent_in_a_program_on_the_host():
+    for code in ("TL203", "TL206"):
+        assert lint(code, CPU_SCRIPT)[1] == []
+        gpu = CPU_SCRIPT.replace('torch.device("cpu")', 'torch.device("cuda")')
+        assert [d.code for d in lint(code, gpu)[1]] == [code]

@@ -333,6 +333,13 @@ class TensorMovedAfterCreation(Rule):
     ast_candidate = staticmethod(factory_then_move_ast)
     fix_applicability = SAFE  # unsafe for random factories, requires_grad and inexact dtype casts
     method_local = True  # the move, and a name bound to a factory in the same function
+    uses_project = True  # FileModel.uses_accelerator's project half
+
+    def report(self, node, message=None, fix=None, hint=None) -> None:
+        """A move to a device that never exists costs nothing: none in a program that never
+        touches an accelerator (``FileModel.uses_accelerator``, issue 29 class 5)."""
+        if self.ctx.model.uses_accelerator():
+            super().report(node, message, fix, hint)
 
     @classmethod
     def may_fire(cls, text: str) -> bool:

@@ -73,6 +73,13 @@ class NonBlockingTransfer(Rule):
     fix_applicability = SAFE
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
+    uses_project = True  # FileModel.uses_accelerator's project half
+
+    def report(self, node, message=None, fix=None, hint=None) -> None:
+        """No copy to a device blocks in a program that never touches an accelerator
+        (``FileModel.uses_accelerator``, issue 29 class 5)."""
+        if self.ctx.model.uses_accelerator():
+            super().report(node, message, fix, hint)
 
     def visit_Call(self, node: cst.Call) -> None:
         method = method_call(node)
@@ -623,7 +630,13 @@ class ScalarTensorOnDevice(Rule):
     fix_applicability = SAFE
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
-    uses_project = True
+    uses_project = True  # and FileModel.uses_accelerator's project half
+
+    def report(self, node, message=None, fix=None, hint=None) -> None:
+        """No copy to a device in a program that never touches an accelerator
+        (``FileModel.uses_accelerator``, issue 29 class 5)."""
+        if self.ctx.model.uses_accelerator():
+            super().report(node, message, fix, hint)
 
     def visit_Call(self, node: cst.Call) -> None:
         device = get_arg(node, "device")
