@@ -37,6 +37,13 @@ TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data
 # A stream the training process feeds (an RL replay buffer): every worker would replay it whole.
 ITERABLE_DATASETS = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
 
+# Calls that build a tensor from host data, and methods that keep one a tensor.
+_TENSOR_BUILDERS = frozenset({"torch.from_numpy", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor",
+                              "torch.LongTensor", "torch.DoubleTensor", "torch.IntTensor", "torch.stack", "torch.cat"})
+_TENSOR_CASTS = frozenset({"type", "float", "double", "long", "int", "half", "view", "reshape", "unsqueeze",
+                           "permute", "contiguous", "clone", "to", "squeeze", "flatten"})
+# Objects holding configuration values: `args.class_prompt` is a string or a number.
+_CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "params", "FLAGS", "flags"})
 # Datasets fed by the training process (reinforcement learning): workers cannot run the agent.
 _STREAM_WORDS = frozenset({"experience", "replay", "rollout", "rollouts", "episode", "episodes", "environment"})
 
@@ -120,6 +127,8 @@ class DataLoaderNumWorkers(Rule):
                 and len(size.value.args) == 1 and self.ctx.semantic is not None
                 and _same_code(self.ctx, size.value.args[0].value, dataset.value)):
             return True  # one batch is the whole dataset: no worker can split it
+        if _compared_setting(self.ctx, node, "num_workers", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            return True
         return self._only_looked_at(node)
 
     def _light_collate(self, value: cst.BaseExpression) -> bool:
@@ -151,24 +160,77 @@ class DataLoaderNumWorkers(Rule):
 
     def _in_memory_or_stream(self, value: cst.BaseExpression) -> bool:
         seen = value
-        if isinstance(value, cst.Name):
+        if isinstance(value, (cst.Name, cst.Attribute)):
             value = _assigned_value(self.ctx, value) or value
-        if tensor_factory(self.ctx, value) is not None:
+        if self._tensor_made(value):
             return True  # DataLoader(X_tensor): rows of a tensor in memory
+        if isinstance(value, cst.Name) and self._every_call_passes(value, self._tensor_made):
+            return True  # train(model, X_train_tensor): a parameter every call of the file gives a tensor
         callee = value.func if isinstance(value, cst.Call) else seen
         if set(name_tokens(callee)) & _STREAM_WORDS:
             return True  # fed by an environment, a replay buffer: workers would replay it
         if isinstance(value, cst.Call):
             cls = _module_class(self.ctx.module, value.func)
-            if cls is not None and _returns_stored_rows(cls) and value.args and all(
-                    self._tensor_made(a.value) for a in value.args if a.keyword is None):
-                return True  # ToyDataset(X_train, y_train) over tensors the caller built
+            positional = [a.value for a in value.args if a.keyword is None]
+            if cls is not None and _returns_stored_rows(cls) and positional:
+                if all(self._tensor_made(a) for a in positional):
+                    return True  # ToyDataset(X_train, y_train) over tensors the caller built
+                if _stores_without_calls(cls) and all(self._plain(a) for a in positional):
+                    return True  # PromptDataset(args.prompt, n): items are values held, nothing loaded
         return False
 
-    def _tensor_made(self, value: cst.BaseExpression) -> bool:
+    def _tensor_made(self, value: cst.BaseExpression, depth: int = 0) -> bool:
+        """A tensor built here: a torch constructor (``torch.tensor``, ``torch.from_numpy``,
+        ``torch.FloatTensor``...), a cast or reshape of one, or a name bound only to one."""
+        if depth > 4:
+            return False
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            values = self.ctx.semantic.values_of(value)
+            return bool(values) and values != [value] and all(self._tensor_made(v, depth + 1) for v in values)
+        if not isinstance(value, cst.Call):
+            return False
+        if tensor_factory(self.ctx, value) is not None:
+            return True
+        name = self.ctx.resolve_call(value) or ""
+        if name in _TENSOR_BUILDERS:
+            return True
+        mc = method_call(value)
+        return mc is not None and mc[1] in _TENSOR_CASTS and self._tensor_made(mc[0], depth + 1)
+
+    def _plain(self, value: cst.BaseExpression) -> bool:
+        """A literal, a number computed from names, or a configuration value (``args.prompt``)."""
+        if isinstance(value, (cst.SimpleString, cst.Integer, cst.Float, cst.BinaryOperation, cst.ConcatenatedString)):
+            return True
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value in _CONFIG_NAMES:
+            return True
         if isinstance(value, cst.Name):
-            value = _assigned_value(self.ctx, value) or value
-        return tensor_factory(self.ctx, value) is not None
+            values = self.ctx.semantic.values_of(value)
+            return bool(values) and values != [value] and all(
+                not isinstance(v, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)) for v in values)
+        return False
+
+    def _every_call_passes(self, name: cst.Name, accept) -> bool:
+        """``name`` is a parameter of a module-level function that every call of the file
+        (positionally, at least one call) gives a value ``accept`` takes."""
+        function = enclosing_function(self.ctx)
+        if function is None or not any(isinstance(s, cst.FunctionDef) and s is function for s in self.ctx.module.body):
+            return False
+        params = [p.name.value for p in function.params.params]
+        if name.value not in params or self.ctx.semantic.values_of(name) is not None:
+            return False
+        position = params.index(name.value)
+        calls = [n for n in walk(self.ctx.module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+                 and n.func.value == function.name.value]
+        if not calls:
+            return False
+        for call in calls:
+            if has_star_args(call):
+                return False
+            arg = get_arg(call, name.value, position)
+            if arg is None or not accept(arg.value):
+                return False
+        return True
+
 
     def _only_looked_at(self, node: cst.Call) -> bool:
         """Bound to a plain name that nothing iterates in earnest: never read again (in a script
@@ -316,6 +378,8 @@ class DataLoaderPinMemory(Rule):
         arg = get_arg(node, "pin_memory", PIN_MEMORY)
         if arg is not None and literal_value(arg.value) is not False:
             return  # True, or unknown
+        if _compared_setting(self.ctx, node, "pin_memory", lambda v: v is True):
+            return  # a benchmark of loader settings: unpinned on purpose (issue 29 class 6)
         self.loaders.append((node, list(self.ctx.ancestors)))
 
     def visit_For(self, node: cst.For) -> None:
@@ -381,6 +445,43 @@ def _is_program(ctx) -> bool:
 
 def _same_code(ctx, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     return ctx.module.code_for_node(a).strip() == ctx.module.code_for_node(b).strip()
+
+
+def _compared_setting(ctx, node: cst.Call, param: str, wanted) -> bool:
+    """Another loader of the file bound to the same name sets ``param`` to a value
+    ``wanted`` takes: the program compares loader settings (a benchmark), on purpose."""
+    parent = ctx.parent
+    if not (isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1):
+        return False
+    target = ctx.module.code_for_node(parent.targets[0].target).strip()
+    index = DATALOADER_PARAMS.index(param)
+    function = enclosing_function(ctx)  # the same name in the same scope
+    scope = function.body if function is not None else ctx.module
+    for n in walk(scope, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if (isinstance(n, cst.Assign) and n.value is not node and isinstance(n.value, cst.Call)
+                and len(n.targets) == 1 and _is_dataloader(n.value, ctx)
+                and ctx.module.code_for_node(n.targets[0].target).strip() == target):
+            arg = get_arg(n.value, param, index)
+            if arg is not None and wanted(literal_value(arg.value)):
+                return True
+    return False
+
+
+def _stores_without_calls(cls: cst.ClassDef) -> bool:
+    """``__init__`` only stores (no call but ``super().__init__()``): nothing is opened or read."""
+    methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+    init = methods.get("__init__")
+    if init is None:
+        return False
+    for n in walk(init.body):
+        if isinstance(n, cst.Call):
+            mc = method_call(n)
+            if isinstance(n.func, cst.Name) and n.func.value == "super":
+                continue
+            if not (mc is not None and mc[1] == "__init__" and isinstance(mc[0], cst.Call)
+                    and isinstance(mc[0].func, cst.Name) and mc[0].func.value == "super"):
+                return False
+    return True
 
 
 def _returns_stored_rows(cls: cst.ClassDef) -> bool:
