@@ -274,3 +274,54 @@ def test_the_editor_drops_tl301_when_no_call_turns_the_flag_on():
     assert [d.to_json() for d in after] == [d.to_json() for d in engine.lint_source(edited, "m.py", settings)]
     assert [d.location.row for d in after] == [16]
     editor_memo.clear()
+
+
+HANDED = textwrap.dedent("""\
+    import torch
+    from torch.utils.data import DataLoader
+
+    device = torch.device("cuda")
+
+
+    def run_epoch(model, data_loader):
+        for x, y in data_loader:
+            x = x.to(device)
+            model(x, y)
+
+
+    def evaluate(model, data_loader):
+        for x, y in data_loader:
+            model(x.to(device), y)
+""")
+
+HANDED_MAIN = textwrap.dedent("""\
+
+
+    def main(model, ds):
+        train_loader = DataLoader(ds, pin_memory=True)
+        test_loader = DataLoader(ds)
+        run_epoch(model, train_loader)
+        evaluate(model, data_loader=train_loader)
+        evaluate(model, test_loader)
+""")
+
+
+def test_pinned_parameters():
+    text = HANDED + HANDED_MAIN
+    model = FileModel(ast.parse(text), text)
+    assert model.pinned_parameters() == {("run_epoch", "data_loader")}
+
+
+def test_tl203_on_a_pinned_loader_handed_in_is_the_same_three_ways(monkeypatch):
+    settings = Settings(select=("TL203",), preview=True)
+    text = HANDED + FILLER + HANDED_MAIN
+    whole, batch, editor = _three_ways(monkeypatch, text, settings)
+    assert [(d["code"], d["location"]["row"]) for d in whole] == [("TL203", 9)]
+    assert batch == whole == editor
+    edited = text.replace("test_loader = DataLoader(ds)", "test_loader = DataLoader(ds, pin_memory=True)")
+    editor_memo.clear()
+    engine.lint_source(text, "m.py", settings, incremental=True)
+    after = engine.lint_source(edited, "m.py", settings, incremental=True)
+    assert [d.to_json() for d in after] == [d.to_json() for d in engine.lint_source(edited, "m.py", settings)]
+    assert [d.location.row for d in after] == [9, 15]
+    editor_memo.clear()

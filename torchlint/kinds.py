@@ -584,3 +584,81 @@ def _callee_before(text: str, at: int) -> Optional[str]:
             return None
         i -= 1
     return None
+
+
+# -- parameters that receive pinned loaders (TL203, issue 29 class 2) -----------------------------
+def pinned_parameters(index: "AstIndex", pinned: Dict[str, str]) -> FrozenSet[Tuple[str, str]]:
+    """(function name, parameter name) for the parameters of the file's functions that every call
+    of the function in the file hands a loader of ``pinned`` with the default collate
+    (``train(model, train_loader)`` with ``train_loader = DataLoader(..., pin_memory=True)``): at
+    least one call, each passing such a name, by position or keyword. A function defined twice
+    under one name, or called with ``*args``/``**kwargs``, is left out."""
+    loaders = {name for name, setting in pinned.items() if setting == DEFAULT}
+    if not loaders:
+        return frozenset()
+    # the calls that hand a pinned loader to something: (callee, position or keyword)
+    handed: Set[Tuple[str, object]] = set()
+    for word in sorted({name.rsplit(".", 1)[-1] for name in loaders}):
+        for line in index.word_lines(word):
+            for node, parents in index.nodes_on(line):
+                if type(node) is not ast.Call:
+                    continue
+                call = node
+                callee = _callee_name(call)
+                if callee is None:
+                    continue
+                for i, arg in enumerate(call.args):
+                    if _dotted(arg) in loaders:
+                        handed.add((callee, i))
+                for kw in call.keywords:
+                    if kw.arg is not None and _dotted(kw.value) in loaders:
+                        handed.add((callee, kw.arg))
+    if not handed:
+        return frozenset()
+    found: Set[Tuple[str, str]] = set()
+    for callee in sorted({c for c, _ in handed}):
+        params = _parameters_of(index, callee)
+        if params is None:
+            continue
+        calls = [n for line in index.word_lines(callee, call=True)
+                 for n, _ in index.nodes_on(line) if type(n) is ast.Call and _callee_name(n) == callee]
+        if not calls or any(any(type(a) is ast.Starred for a in c.args) or any(k.arg is None for k in c.keywords)
+                            for c in calls):
+            continue
+        for position, param in enumerate(params):
+            if all(_hands_pinned(c, position, param, loaders) for c in calls):
+                found.add((callee, param))
+    return frozenset(found)
+
+
+def _callee_name(call: ast.Call) -> Optional[str]:
+    func = call.func
+    if type(func) is ast.Name:
+        return func.id
+    if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id in ("self", "cls"):
+        return func.attr
+    return None
+
+
+def _parameters_of(index: "AstIndex", name: str) -> Optional[List[str]]:
+    """The positional-or-keyword parameter names (``self`` dropped for a method) of the one
+    function of the file named ``name``; None when there is none or more than one."""
+    defs = [n for line in index.word_lines(name) for n, _ in index.nodes_on(line)
+            if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and cast(ast.FunctionDef, n).name == name
+            and cast(ast.FunctionDef, n).lineno == line]
+    if len({id(d) for d in defs}) != 1:
+        return None
+    function = cast(ast.FunctionDef, defs[0])
+    args = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if args and args[0] in ("self", "cls"):
+        args = args[1:]
+    return args + [a.arg for a in function.args.kwonlyargs]
+
+
+def _hands_pinned(call: ast.Call, position: int, param: str, loaders: Set[str]) -> bool:
+    for kw in call.keywords:
+        if kw.arg == param:
+            return _dotted(kw.value) in loaders
+    if position < len(call.args):
+        return _dotted(call.args[position]) in loaders
+    return False

@@ -148,7 +148,8 @@ class FileModel:
                                                  "layer_iterating_classes",
                                                  "pinned_loaders",
                                                  "layer_list_functions", "literal_flags",
-                                                 "accelerator_evidence", "training_evidence")) -> str:
+                                                 "accelerator_evidence", "training_evidence",
+                                                 "pinned_parameters")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -489,6 +490,20 @@ class FileModel:
         from torchlint.kinds import literal_flags
 
         return literal_flags(self.text)
+
+    def pinned_parameters(self) -> FrozenSet[Tuple[str, str]]:
+        """(function name, parameter name) for the parameters every call of the file hands a
+        pinned loader with the default collate (``kinds.py``; TL203: ``train(model,
+        train_loader)``, a loop over ``train_loader`` in ``train``)."""
+        pinned = self.pinned_loaders()  # the whole file's answer first
+        return cast(FrozenSet[Tuple[str, str]], self._ask("pinned_parameters", lambda: self._pinned_parameters(pinned)))
+
+    def _pinned_parameters(self, pinned: Dict[str, str]) -> FrozenSet[Tuple[str, str]]:
+        if not pinned:
+            return frozenset()
+        from torchlint.kinds import pinned_parameters
+
+        return pinned_parameters(self.index, pinned)
     # -- end of kinds of values (F4)
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)

@@ -121,7 +121,26 @@ class NonBlockingTransfer(Rule):
 
     def _pinned_loop(self, loop: cst.For) -> bool:
         loaders = self.ctx.semantic.loader_calls(loop.iter)
-        return bool(loaders) and all(self._pins(call) for call in loaders)
+        if not loaders:
+            return self._pinned_parameter(loop.iter)
+        return all(self._pins(call) for call in loaders)
+
+    def _pinned_parameter(self, iterable: cst.BaseExpression) -> bool:
+        """A loop over a parameter every call of the function in the file hands a pinned loader
+        (``train(model, train_loader)``: the whole-file model's ``pinned_parameters``, issue 29
+        class 2), through ``enumerate``/``tqdm``."""
+        while isinstance(iterable, cst.Call) and iterable.args and (
+                dotted_name(iterable.func) or "").rsplit(".", 1)[-1] in ("enumerate", "tqdm", "iter"):
+            iterable = iterable.args[0].value
+        if not isinstance(iterable, cst.Name):
+            return False
+        bindings = self.ctx.semantic.lookup(iterable)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != PARAM:
+            return False
+        function = enclosing_function(self.ctx)
+        if function is None:
+            return False
+        return (function.name.value, iterable.value) in self.ctx.model.pinned_parameters()
 
     def _pins(self, call: cst.Call) -> bool:
         """A DataLoader known to pin its batches (``pin_memory=True``, or
