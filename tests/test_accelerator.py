@@ -212,3 +212,16 @@ def test_the_editor_sees_an_accelerator_typed_in_another_function():
     back = engine.lint_source(text, "m.py", settings, incremental=True)
     assert [d.code for d in back] == []
     editor_memo.clear()
+
+
+@pytest.mark.parametrize("trainer, gpu", [
+    ('trainer = L.Trainer(accelerator="auto", devices=[0])', True),  # issue 29 class 2
+    ('trainer = pl.Trainer(accelerator="auto", devices="auto", max_epochs=1)', True),
+    ("trainer = L.Trainer(devices=1)", True),
+    ('trainer = L.Trainer(accelerator="gpu")', True),
+    ('trainer = L.Trainer(accelerator="cpu", devices=1)', False),
+    ("trainer = L.Trainer(max_epochs=1)", False),  # Lightning 1.x ran it on the CPU: unknown
+])
+def test_a_lightning_trainer_on_the_gpu_moves_its_loaders(trainer, gpu):
+    text = f"import lightning as L\nimport lightning as pl\n\n\ndef main(model):\n    {trainer}\n    trainer.fit(model)\n"
+    assert summarize(ast.parse(text), "train.py", text)["gpu_trainer"] is gpu

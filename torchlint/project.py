@@ -617,7 +617,10 @@ def _is_loader_call(call: ast.Call) -> bool:
 
 
 # `Trainer(accelerator="gpu"|"cuda", ...)` / `Trainer(gpus=1)`: Lightning moves every batch to the GPU.
-_GPU_TRAINER = re.compile(r"""Trainer\s*\((?:[^()]|\([^()]*\))*?(?:accelerator\s*=\s*["'](?:gpu|cuda)["']|gpus\s*=\s*(?:[1-9]|-1|\[))""")
+# `accelerator="auto"` and `devices=[0]`/`devices=1` too (issue 29 class 2): on a GPU machine they
+# are the GPU; a `Trainer(accelerator="cpu", ...)` in the file says otherwise.
+_GPU_TRAINER = re.compile(r"""Trainer\s*\((?:[^()]|\([^()]*\))*?(?:accelerator\s*=\s*["'](?:gpu|cuda|auto)["']|gpus\s*=\s*(?:[1-9]|-1|\[)|devices\s*=\s*(?:[1-9]|-1|\[))""")
+_CPU_TRAINER = re.compile(r"""Trainer\s*\((?:[^()]|\([^()]*\))*?accelerator\s*=\s*["']cpu["']""")
 _LIGHTNING_LOADER_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
 # A file that may hold a training loop (a gradient step) or an optimizer closure: its loops are
 # walked node by node. Others only need their functions and the names they call.
@@ -647,7 +650,8 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
     summarizer.reuse = reuse
     if text is not None:
         summarizer.loaders_possible = "DataLoader" in text
-        summarizer.gpu_trainer = _GPU_TRAINER.search(text) is not None if "Trainer" in text else False
+        summarizer.gpu_trainer = ("Trainer" in text and _GPU_TRAINER.search(text) is not None
+                                  and _CPU_TRAINER.search(text) is None)
         if not _ROOT_TEXT.search(text):
             summarizer.text = text
             summarizer.reversed = text[::-1]
