@@ -189,3 +189,59 @@ def test_a_large_text_is_read_in_chunks_with_the_same_answers(monkeypatch):
     assert chunked.grad_accumulators() == whole.grad_accumulators() == {(("c", "Server"),)}
     assert chunked.digest() == whole.digest()
     assert sizes and max(sizes) < len(text) / 4
+
+
+PERIODIC = textwrap.dedent("""\
+    import torch.nn.functional as F
+
+
+    def divisible_by(num, den):
+        return (num % den) == 0
+
+
+    def train(model, optimizer, loader, every=100):
+        for i, (x, y) in enumerate(loader):
+            x, y = x.cuda(), y.cuda()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            if divisible_by(i, every):
+                print(loss.item())
+""")
+
+
+def test_periodic_names_of_the_whole_file():
+    """Names holding a periodic test (issue 29): a predicate of the file, and variables bound only
+    to periodic tests, in any order of the file; a name rebound to anything else is not one."""
+    text = PERIODIC + textwrap.dedent("""\
+
+
+        def loop(args, n):
+            for i in range(n):
+                is_metric_step = (i % args.metric_every == 0) or is_console_step
+                is_console_step = (i % args.log_every == 0) or i == n - 1
+                regular = divisible_by(i, 4)
+                show = i % 10 == 0
+                show = show or args.show_all
+    """)
+    model = FileModel.of_text(text)
+    assert model.periodic_names_at((("d", "loop"),)) == {"divisible_by", "is_metric_step", "is_console_step", "regular"}
+    assert model.periodic_names_at((("d", "train"),)) == {"divisible_by"}
+
+
+def test_a_periodic_predicate_in_another_function_is_read_whole_batch_and_editor(monkeypatch):
+    """``if divisible_by(i, every):`` in ``train`` is periodic because of what ``divisible_by``
+    returns: all three ways agree, and the editor's kept finding state follows an edit of the
+    predicate alone (its answer is in the model's digest)."""
+    settings = Settings(select=("TL201",))
+    whole, batch, editor = _three_ways(monkeypatch, PERIODIC + FILLER, settings)
+    assert whole == batch == editor == []
+    editor_memo.clear()
+    text = PERIODIC + FILLER
+    assert engine.lint_source(text, "m.py", settings, incremental=True) == []
+    edited = text.replace("return (num % den) == 0", "return num > den")
+    after = engine.lint_source(edited, "m.py", settings, incremental=True)
+    assert [d.code for d in after] == ["TL201"]
+    assert _found(after) == _found(engine.lint_source(edited, "m.py", settings))
+    assert engine.lint_source(text, "m.py", settings, incremental=True) == []
+    editor_memo.clear()

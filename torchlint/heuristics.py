@@ -6,7 +6,7 @@ the file's context it comes first: ``f(ctx, node)``. Tests in tests/test_analysi
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Collection, Optional
 
 from torchlint import _cst as cst
 
@@ -135,14 +135,19 @@ def _is_modulo(node: cst.CSTNode) -> bool:
     )
 
 
-def is_periodic_guard(test: cst.BaseExpression) -> bool:
+def is_periodic_guard(test: cst.BaseExpression, known: Collection[str] = ()) -> bool:
     """A test that is true on few iterations: ``step % n == 0``, ``not i % n``, ``if verbose``,
     ``self.control.should_log``, ``step == 0``, ``i == len(loader) - 1``, ``last_batch``,
     ``ni < 3`` (the first few), ``self.check_frequency(i)``; ``a and b`` when either
     is, ``a or b`` when both are. ``rank == 0`` / ``is_main_process`` alone are not: they hold on
-    every step of that process."""
+    every step of that process. ``known``: names the whole-file model knows hold such a test
+    (``FileModel.periodic_names_at``): ``if is_metric_step:``, ``if divisible_by(i, every):``."""
+    if known:
+        inner = test.func if isinstance(test, cst.Call) else test
+        if isinstance(inner, cst.Name) and inner.value in known:
+            return True
     if isinstance(test, cst.BooleanOperation):
-        left, right = is_periodic_guard(test.left), is_periodic_guard(test.right)
+        left, right = is_periodic_guard(test.left, known), is_periodic_guard(test.right, known)
         return (left or right) if isinstance(test.operator, cst.And) else (left and right)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _is_modulo(test.expression)  # not step % n

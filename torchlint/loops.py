@@ -81,8 +81,15 @@ def draws_batches(ctx, loop: cst.For) -> bool:
 
 
 def under_periodic_guard(ctx, loop: cst.CSTNode, node: Optional[cst.CSTNode] = None) -> bool:
-    """Is the current node (or ``node``) inside ``loop`` under a logging/periodic ``if``?"""
-    return any(is_periodic_guard(test) for test in guarded_branches(path_below(ctx, loop, node)))
+    """Is the current node (or ``node``) inside ``loop`` under a logging/periodic ``if`` (also one
+    through a name the whole-file model knows holds a periodic test)?"""
+    tests = guarded_branches(path_below(ctx, loop, node))
+    if not tests:
+        return False
+    from torchlint.model import scope_of
+
+    known = ctx.model.periodic_names_at(scope_of(ctx.ancestors))
+    return any(is_periodic_guard(test, known) for test in tests)
 
 
 def runs_every_step(ctx, kinds=("train",)) -> Optional[str]:

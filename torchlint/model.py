@@ -143,13 +143,11 @@ class FileModel:
 
     def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators",
                                                  "global_names", "default_device_settings",
-                                                 "loader_classes", "batches", "accelerator_modules",
-                                                 "numpy_functions",
-                                                 "layer_iterating_classes",
-                                                 "pinned_loaders",
-                                                 "layer_list_functions", "literal_flags",
+                                                 "numpy_functions", "layer_iterating_classes", "pinned_loaders",
+                                                 "layer_list_functions", "literal_flags", "pinned_parameters",
+                                                 "loader_classes", "loader_choices", "batches", "accelerator_modules",
                                                  "accelerator_evidence", "training_evidence",
-                                                 "pinned_parameters")) -> str:
+                                                 "periodic_names")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -408,6 +406,85 @@ class FileModel:
             return mode_free_classes(tree, AstIndex(tree, self.text).bindings())
         return mode_free_classes(self.tree, self.index.bindings())
 
+    # -- periodic tests held in a name (issue 29, TL201/TL204/TL206/TL501: "does this run every step") --
+    def periodic_names(self) -> FrozenSet[Tuple[Scope, str]]:
+        """(scope, name) for each name that holds a test true on few iterations, so that ``if
+        name:`` / ``if name(i, n):`` is as periodic as the test itself: a variable every
+        assignment of which in its scope is one (``is_metric_step = i % every == 0``,
+        open_clip; ``g_regularize = i % g_reg_every == 0``, stylegan2), and a function of the
+        file whose every ``return`` is one (``def divisible_by(num, den): return (num % den) ==
+        0``, x-transformers), named in the scope that defines it."""
+        return cast(FrozenSet[Tuple[Scope, str]], self._ask("periodic_names", self._periodic_names))
+
+    def periodic_names_at(self, scope: Scope) -> FrozenSet[str]:
+        """The names of ``periodic_names`` visible in ``scope`` (its own and its enclosing scopes')."""
+        return frozenset(name for where, name in self.periodic_names() if scope[:len(where)] == where)
+
+    def _periodic_names(self) -> FrozenSet[Tuple[Scope, str]]:
+        if "%" not in self.text:
+            return frozenset()
+        from torchlint.project import is_periodic_test
+
+        found: Set[Tuple[Scope, str]] = set()
+
+        def periodic(test: Optional[ast.expr], known: Set[str]) -> bool:
+            if test is None:
+                return False
+            inner = test.func if type(test) is ast.Call else test
+            if type(inner) is ast.Name and inner.id in known:
+                return True
+            if type(test) is ast.BoolOp:
+                parts = [periodic(v, known) for v in test.values]
+                return any(parts) if type(test.op) is ast.And else all(parts)
+            return is_periodic_test(test)
+
+        def visit(body: Sequence[ast.stmt], scope: Scope, outer: Set[str]) -> None:
+            values: Dict[str, List[Optional[ast.expr]]] = {}  # None: a binding that is no test
+            functions: List[ast.FunctionDef] = []
+            stack = list(body)
+            while stack:
+                stmt = stack.pop()
+                if type(stmt) is ast.FunctionDef or type(stmt) is ast.AsyncFunctionDef:
+                    values.setdefault(stmt.name, []).append(None)
+                    functions.append(cast(ast.FunctionDef, stmt))
+                    continue
+                if type(stmt) is ast.ClassDef:
+                    visit(stmt.body, scope + (("c", stmt.name),), set(outer))
+                    continue
+                if type(stmt) is ast.Assign:
+                    for target in stmt.targets:
+                        if type(target) is ast.Name:
+                            values.setdefault(target.id, []).append(stmt.value)
+                        else:
+                            for part in ast.walk(target):
+                                if type(part) is ast.Name:
+                                    values.setdefault(part.id, []).append(None)
+                elif type(stmt) in (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor):
+                    for node in ast.walk(getattr(stmt, "target")):
+                        if type(node) is ast.Name:
+                            values.setdefault(node.id, []).append(None)
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    stack.extend(getattr(stmt, field, ()) or ())
+            known = set(outer)
+            for fn in functions:  # predicates first: a variable may hold a call of one
+                returns = [n.value for n in _returns(fn.body)]
+                if returns and all(periodic(v, known) for v in returns):
+                    known.add(fn.name)
+                    found.add((scope, fn.name))
+            changed = True
+            while changed:  # `is_metric_step = (i % n == 0) or is_console_step`: in any order
+                changed = False
+                for name, bound in values.items():
+                    if name not in known and all(periodic(v, known) for v in bound):
+                        known.add(name)
+                        found.add((scope, name))
+                        changed = True
+            for fn in functions:
+                visit(fn.body, scope + (("d", fn.name),), known)
+
+        visit(self.tree.body, (), set())
+        return frozenset(found)
+
     # -- kinds of values: functions returning NumPy arrays (issue 29 class 4; F4, TL205) ---------
     def numpy_functions(self) -> FrozenSet[Tuple[Scope, str]]:
         """(function, dtype or "") for each function of the file whose every ``return`` gives a
@@ -624,6 +701,19 @@ class FileModel:
             return True
         facts = self.project
         return facts is None or not facts.cpu_program
+
+
+def _returns(body: Sequence[ast.stmt]) -> List[ast.Return]:
+    """The ``return`` statements of a function's body, not of the functions and classes in it."""
+    found, stack = [], list(body)
+    while stack:
+        stmt = stack.pop()
+        if type(stmt) is ast.Return:
+            found.append(stmt)
+        elif type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(stmt, field, ()) or ())
+    return found
 
 
 def _char_offset(line: str, byte_offset: int) -> int:

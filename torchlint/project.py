@@ -182,6 +182,9 @@ def _is_periodic(test: ast.AST) -> bool:
     return False
 
 
+is_periodic_test = _is_periodic  # the whole-file model's periodic names read tests with it
+
+
 def _has_modulo(node: ast.AST) -> bool:
     """Is there a ``%`` operation in ``node`` (``ast.walk``'s nodes, less the leaves that hold none)?"""
     stack = [node]
