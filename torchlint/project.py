@@ -64,16 +64,20 @@ class FileFacts:
     #: not "": every program this file is part of certainly never trains (a script whose own code
     #: and what it imports in the project spell no gradient step; ``FileModel.may_train``); says why
     inference_program: str = ""
+    #: not "": a program this file is part of wraps a model in ``DistributedDataParallel`` (a model
+    #: a training loop here is handed may be that one: TL403); says where
+    ddp_program: str = ""
 
     @cached_property
     def digest(self) -> str:
         if (not self.per_step and not self.moved_loaders and not self.subclasses and not self.cpu_program
-                and not self.inference_program):
+                and not self.inference_program and not self.ddp_program):
             return ""
         data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
                            sorted(self.subclasses.items())] + ([sorted(self.sites.items())] if self.sites else [])
                           + ([self.cpu_program] if self.cpu_program else [])
-                          + ([["inference", self.inference_program]] if self.inference_program else []))
+                          + ([["inference", self.inference_program]] if self.inference_program else [])
+                          + ([["ddp", self.ddp_program]] if self.ddp_program else []))
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
 
     def to_json(self) -> list:
@@ -81,7 +85,8 @@ class FileFacts:
         if not self.digest:
             return []
         row: list = [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
-        extras: list = [{why: list(site) for why, site in self.sites.items()}, self.cpu_program, self.inference_program]
+        extras: list = [{why: list(site) for why, site in self.sites.items()}, self.cpu_program, self.inference_program,
+                        self.ddp_program]
         while extras and not extras[-1]:  # trailing empty extras are left out
             extras.pop()
         return row + extras
@@ -93,13 +98,15 @@ class FileFacts:
         per_step, moved, subclasses, *rest = row
         sites = rest[0] if rest else {}
         cpu = rest[1] if len(rest) >= 2 else ""
-        inference = rest[2] if len(rest) == 3 else ""
+        inference = rest[2] if len(rest) >= 3 else ""
+        ddp = rest[3] if len(rest) == 4 else ""
         if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)
-                and isinstance(sites, dict) and isinstance(cpu, str) and isinstance(inference, str) and len(rest) <= 3):
+                and isinstance(sites, dict) and isinstance(cpu, str) and isinstance(inference, str)
+                and isinstance(ddp, str) and len(rest) <= 4):
             raise ValueError("bad facts")
         return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
                          {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()},
-                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu, inference)
+                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu, inference, ddp)
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -829,9 +836,10 @@ class ProjectIndex:
         sites = {why: self.sites[why] for _, why in per_step.values() if why in self.sites}
         cpu = self.cpu_programs().get(path, "")
         inference = self.inference_programs.get(path, "")
-        if not (per_step or moved or subclasses or cpu or inference):
+        ddp = self.ddp_programs.get(path, "")
+        if not (per_step or moved or subclasses or cpu or inference or ddp):
             return EMPTY_FACTS
-        return FileFacts(per_step, moved, subclasses, sites, cpu, inference)
+        return FileFacts(per_step, moved, subclasses, sites, cpu, inference, ddp)
 
     # -- programs on the host ---------------------------------------------------------------------
     def cpu_programs(self) -> Dict[str, str]:
@@ -897,6 +905,34 @@ class ProjectIndex:
         _spread(in_training, edges)  # files of a program that may train
         return {p: f"`{_short(p)}` and what it imports never compute gradients"
                 for p in sorted(asking) if p not in trains and p not in in_training}
+
+    # -- programs that wrap a model in DistributedDataParallel (F3, TL403) -------------------------
+    @cached_property
+    def ddp_programs(self) -> Dict[str, str]:
+        """path -> where, for the files with a training loop (a record with ``step_calls``) that
+        are part of a program wrapping a model in ``DistributedDataParallel``: a script
+        (``root``) whose own code, or a project file it imports (directly or not), calls it. The
+        model such a loop is handed as a parameter may be that one (``main.py`` wraps it,
+        ``engine.py``'s ``train_one_epoch(model, ...)`` accumulates). Only files with a training
+        loop get the fact: it is one more reason to lint a file again in phase 3."""
+        summaries = self.summaries
+        builders = sorted(p for p, s in summaries.items() if _calls_ddp(s))
+        if not builders:
+            return {}
+        edges: Dict[str, Set[str]] = {}
+        importers: Dict[str, Set[str]] = {}
+        for path, summary in summaries.items():
+            for dep in summary.get("deps", ()):
+                target = self._module_path(dep)
+                if target is not None and target != path:
+                    edges.setdefault(path, set()).add(target)
+                    importers.setdefault(target, set()).add(path)
+        reaching = set(builders)
+        _spread(reaching, importers)  # files whose imports reach a builder (builders included)
+        in_program = {p for p in reaching if summaries[p].get("root")}
+        _spread(in_program, edges)  # every file of a program that builds DDP
+        where = f"{_short(builders[0])} wraps a model in DistributedDataParallel"
+        return {p: where for p in sorted(in_program) if _has_training_loop(summaries[p])}
 
     def _module_path(self, dotted: str) -> Optional[str]:
         """The project file of the longest module prefix of ``dotted`` (``pkg.mod.func`` -> pkg/mod.py)."""
@@ -966,6 +1002,23 @@ class ProjectIndex:
                 if base:
                     found[local] = base
         return found
+
+
+_DDP = "torch.nn.parallel.DistributedDataParallel"
+
+
+def _calls_ddp(summary: dict) -> bool:
+    """Does the file's own code call ``DistributedDataParallel(...)`` (by an imported name)?"""
+    for record in [summary.get("top", {}), *summary.get("functions", {}).values()]:
+        for callee in record.get("calls", ()):
+            if callee.startswith("@") and callee.endswith("DistributedDataParallel") and canonical_name(callee[1:]) == _DDP:
+                return True
+    return False
+
+
+def _has_training_loop(summary: dict) -> bool:
+    """Does a loop of the file take a gradient step (a record with calls made every step)?"""
+    return any(record.get("step_calls") for record in [summary.get("top", {}), *summary.get("functions", {}).values()])
 
 
 def _spread(found: Set[str], edges: Mapping[str, Set[str]]) -> None:

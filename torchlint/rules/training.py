@@ -562,6 +562,9 @@ class DdpNoSync(Rule):
     requires = (("DistributedDataParallel", "prepare"), (_BACKWARD_TOKEN,))
     ast_candidate = staticmethod(lambda index: index.mentions("DistributedDataParallel", "prepare")
                                  and index.backward_calls())
+    # ... or a file of a program that builds a DDP model elsewhere (``FileFacts.ddp_program``)
+    uses_project = True
+    project_requires = ((_BACKWARD_TOKEN,),)
     walk_candidate = staticmethod(lambda index: index.backward_calls())  # a loop is looked at for its own backward
     tags = ("performance", "distributed")
     fix_applicability = UNSAFE
@@ -772,10 +775,12 @@ def _readable_early(test: cst.BaseExpression, between: List[cst.CSTNode]) -> boo
 
 
 def _file_builds_ddp(ctx) -> bool:
+    """Does the file, or (per the project index) a program it is part of, build a DDP model?"""
     def compute():
         return any(isinstance(n, cst.Call) and ctx.semantic.resolve_call(n) == DDP for n in walk(ctx.module))
 
-    return memo(ctx, "file_builds_ddp", ctx.module, compute)
+    project = ctx.project
+    return memo(ctx, "file_builds_ddp", ctx.module, compute) or bool(project is not None and project.ddp_program)
 
 
 # -- TL405 -------------------------------------------------------------------------------------
