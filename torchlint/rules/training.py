@@ -1309,6 +1309,11 @@ def _model_handed_in_eval_mode(ctx, loop: cst.For, function: cst.FunctionDef) ->
         func = site.node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "forward":
             func = func.value
+        if isinstance(func, cst.Name) and func.value not in params and func.value not in keyword_only:
+            # calc_loss_batch(x, y, model, device): a helper of this file that runs the model
+            func = next((a.value for a in site.node.args if isinstance(a.value, cst.Name)
+                         and (a.value.value in params or a.value.value in keyword_only)
+                         and _helper_runs(ctx, site.node, a)), func)
         if not isinstance(func, cst.Name) or (func.value not in params and func.value not in keyword_only):
             continue
         if func.value in modes:
@@ -1316,6 +1321,35 @@ def _model_handed_in_eval_mode(ctx, loop: cst.For, function: cst.FunctionDef) ->
         if _every_caller_hands_eval_mode(ctx, function, func.value, params):
             return site.node, func.value
     return None
+
+
+def _helper_runs(ctx, call: cst.Call, arg: cst.Arg) -> bool:
+    """Does the function of this file that ``call`` calls run (call) the parameter ``arg`` is
+    handed to, with no say over gradients or the mode (no ``no_grad``, ``set_grad_enabled``,
+    ``inference_mode``, ``backward``, ``.eval()``/``.train()`` in it)?"""
+    function = ctx.semantic.module_function(call.func) if isinstance(call.func, cst.Name) else None
+    if function is None or arg.star:
+        return False
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if arg.keyword is not None:
+        param = arg.keyword.value
+    else:
+        index = next(i for i, a in enumerate(call.args) if a is arg)
+        if index >= len(params) or any(a.keyword is not None or a.star for a in call.args[:index]):
+            return False
+        param = params[index]
+
+    def compute() -> bool:
+        runs = False
+        for node in walk(function.body):
+            if isinstance(node, cst.Name) and node.value in ("no_grad", "set_grad_enabled", "inference_mode",
+                                                             "enable_grad", "backward", "eval", "train"):
+                return False
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == param:
+                runs = True
+        return runs
+
+    return bool(memo(ctx, f"helper_runs_{param}", function, compute))
 
 
 def _every_caller_hands_eval_mode(ctx, function: cst.FunctionDef, param: str, params: List[str]) -> bool:
