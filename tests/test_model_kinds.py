@@ -189,7 +189,10 @@ PINNED = textwrap.dedent("""\
 
 def test_pinned_loaders_settings():
     model = FileModel(ast.parse(PINNED), PINNED)
-    assert model.pinned_loaders() == {"loader": "default", "other": "elements"}
+    assert model.pinned_loader((("d", "step"),), "loader") == "default"  # `global loader` in setup
+    assert model.pinned_loader((("d", "setup"),), "other") == "elements"
+    assert model.pinned_loader((("d", "setup"),), "both") is None  # one of its two calls does not pin
+    assert model.pinned_loader((("d", "step"),), "other") is None  # setup's local
     assert "pinned_loaders" in model.answers
 
 

@@ -388,20 +388,38 @@ TENSOR_COLLATES = frozenset({
 DEFAULT, ELEMENTS = "default", "elements"
 
 
+#: A pinned-loader answer: (scope, dotted name, DEFAULT / ELEMENTS / "" for a binding that does
+#: not pin or is not a loader call). The scope is the function (or module, ``()``) whose code
+#: binds the name; for ``self.x``, the class.
+PinnedEntry = Tuple[Where, str, str]
+
+
 def pinned_loaders(names: Names, is_torch_loader, classes: FrozenSet[str],
-                   aliases: List[str]) -> FrozenSet[Tuple[str, str]]:
-    """(dotted name, DEFAULT or ELEMENTS, or "" when it does not pin) for the names some
-    statement of the file assigns a ``DataLoader(...)`` call: ``pin_memory=True``, or
-    ``pin_memory=torch.cuda.is_available()`` (true wherever a move to the GPU happens) pins. A
-    call of one of the file's other loader ``classes`` (a subclass, MONAI's) counts by keywords
-    only. The calls come from the words that name a loader (``aliases``: DataLoader's local
-    names); ``merge_pinned`` leaves out a name any of whose loader calls does not pin."""
+                   aliases: List[str]) -> FrozenSet[PinnedEntry]:
+    """(scope, dotted name, setting) for each binding of a name some statement of the file
+    assigns a ``DataLoader(...)`` call: the loader calls themselves (``pin_memory=True``, or
+    ``pin_memory=torch.cuda.is_available()``: true wherever a move to the GPU happens, pins; a
+    call of one of the file's other loader ``classes``, a subclass or MONAI's, counts by keywords
+    only), and every other binding of the same names (another assignment, a parameter, a loop
+    target: ""), so that a name is pinned in a scope only when all its bindings there pin. The
+    calls come from the words that name a loader (``aliases``: DataLoader's local names)."""
     index = names.index
     calls = index.calls_of("DataLoader", *aliases, *sorted(classes))
     if calls is None:  # spellings the word search cannot follow: walk the tree
-        calls = [(n, ()) for n in ast.walk(index.tree) if type(n) is ast.Call]
-    settings: Set[Tuple[str, str]] = set()
-    for call, _ in calls:
+        calls = [(n, _parents_of(index.tree, n)) for n in ast.walk(index.tree) if type(n) is ast.Call]
+    entries: Set[PinnedEntry] = set()
+    loader_values: Set[int] = set()
+    declared: Set[Tuple[Where, str]] = set()  # (function, name) for each `global name`
+    for line in index.word_lines("global"):
+        for node, parents in index.nodes_on(line):
+            if type(node) is ast.Global:
+                declared.update((_binding_scope(parents, ""), name) for name in node.names)
+
+    def scope_of(parents: tuple, dotted: str) -> Where:
+        scope = _binding_scope(parents, dotted)
+        return () if (scope, dotted) in declared else scope
+
+    for call, path in calls:
         statement = next((n for n, _ in index.nodes_on(call.lineno)
                           if type(n) in (ast.Assign, ast.AnnAssign) and cast(ast.Assign, n).value is call), None)
         if statement is None:
@@ -410,36 +428,138 @@ def pinned_loaders(names: Names, is_torch_loader, classes: FrozenSet[str],
         torch_loader = is_torch_loader(func)
         if not torch_loader and not (type(func) is ast.Name and func.id in classes):
             continue
-        setting = _pin_setting(call, names, torch_loader) or ""
+        loader_values.add(id(call))
+        setting = _pin_setting(call, names, torch_loader, _spread_keywords(call, path)) or ""
         targets = (statement.targets if type(statement) is ast.Assign
                    else [cast(ast.AnnAssign, statement).target])
         for target in targets:
             dotted = _dotted(target)
             if dotted is not None:
-                settings.add((dotted, setting))
-    return frozenset(settings)
+                entries.add((scope_of(path, dotted), dotted, setting))
+    # every other binding of those names: unknown
+    for word in sorted({name.rsplit(".", 1)[-1] for _, name, _ in entries}):
+        for line in index.word_lines(word):
+            for node, parents in index.nodes_on(line):
+                dotted = _bound_name(node, parents, word)
+                if dotted is None:
+                    continue
+                value = getattr(parents[-1], "value", None) if parents else None
+                if value is not None and (id(value) in loader_values or (
+                        type(value) is ast.Constant and value.value is None)):
+                    continue  # the loader assignment itself; `loader = None` until it is built
+                entries.add((scope_of(parents, dotted), dotted, ""))
+    return frozenset(entries)
 
 
-def merge_pinned(answers: FrozenSet[Tuple[str, str]]) -> Dict[str, str]:
-    """name -> DEFAULT/ELEMENTS for the names every loader call of which pins."""
-    found: Dict[str, str] = {}
-    unpinned: Set[str] = set()
-    for name, setting in answers:
-        if not setting:
-            unpinned.add(name)
-        elif found.get(name) != ELEMENTS:
-            found[name] = setting
-    return {name: setting for name, setting in found.items() if name not in unpinned}
+def _parents_of(tree: ast.AST, target: ast.AST) -> tuple:
+    stack: List[Tuple[ast.AST, tuple]] = [(tree, ())]
+    while stack:
+        node, parents = stack.pop()
+        if node is target:
+            return parents
+        stack.extend((child, parents + (node,)) for child in ast.iter_child_nodes(node))
+    return ()
 
 
-def _pin_setting(call: ast.Call, names: Names, positional: bool) -> Optional[str]:
-    """DEFAULT/ELEMENTS when the loader call pins its batches; None when it does not or may not."""
+def _bound_name(node: ast.AST, parents: tuple, word: str) -> Optional[str]:
+    """The dotted name ``node`` binds when it is a binding of ``word`` (a stored Name, a stored
+    ``self.word``, a parameter), else None."""
+    kind = type(node)
+    if kind is ast.Name and node.id == word and type(node.ctx) is ast.Store:  # type: ignore[attr-defined]
+        return word
+    if kind is ast.Attribute and node.attr == word and type(node.ctx) is ast.Store:  # type: ignore[attr-defined]
+        return _dotted(cast(ast.Attribute, node))
+    if kind is ast.arg and node.arg == word:  # type: ignore[attr-defined]
+        return word
+    return None
+
+
+def _binding_scope(parents: tuple, dotted: str) -> Where:
+    """The scope a binding made under ``parents`` belongs to: its function's (a parameter's
+    function is in ``parents``), the class for ``self.x``."""
+    scope = tuple(("c" if type(p) is ast.ClassDef else "d", p.name) for p in parents if isinstance(p, _SCOPES))
+    if dotted.startswith("self."):
+        for i in range(len(scope) - 1, -1, -1):
+            if scope[i][0] == "c":
+                return scope[:i + 1]
+    return scope
+
+
+def pinned_setting(entries: FrozenSet[PinnedEntry], scope: Where, name: str) -> Optional[str]:
+    """How the loader ``name`` read in ``scope`` pins: DEFAULT/ELEMENTS when every binding of it
+    that the read may see pins (the scope's own bindings, else an enclosing function's, else the
+    module's; for ``self.x`` the class's), None otherwise."""
+    if name.startswith("self."):
+        for i in range(len(scope) - 1, -1, -1):
+            if scope[i][0] == "c":
+                return _merged_setting(entries, scope[:i + 1], name)
+        return None
+    for i in range(len(scope), -1, -1):
+        where = scope[:i]
+        if where and where[-1][0] == "c":
+            continue  # a method does not see its class body's names
+        if any(s == where and n == name for s, n, _ in entries):
+            return _merged_setting(entries, where, name)
+    return None
+
+
+def _merged_setting(entries: FrozenSet[PinnedEntry], scope: Where, name: str) -> Optional[str]:
+    settings = {setting for s, n, setting in entries if s == scope and n == name}
+    if not settings or "" in settings:
+        return None
+    return ELEMENTS if ELEMENTS in settings else DEFAULT
+
+
+def _spread_keywords(call: ast.Call, path: tuple) -> Optional[Dict[str, ast.expr]]:
+    """The keywords ``**loader_args`` passes, when every ``**`` spreads a name the function (or
+    module) around the call binds once, by a statement of its own body, to ``dict(k=v, ...)`` or
+    a ``{"k": v}`` literal; None when one is unknown."""
+    spreads = [kw.value for kw in call.keywords if kw.arg is None]
+    if not spreads:
+        return {}
+    owner = next((p for p in reversed(path) if type(p) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)), None)
+    if owner is None:
+        return None
+    found: Dict[str, ast.expr] = {}
+    for spread in spreads:
+        if type(spread) is not ast.Name:
+            return None
+        values = [s.value for s in ast.walk(owner) if type(s) is ast.Assign and any(
+            type(t) is ast.Name and t.id == spread.id for t in s.targets)] if type(owner) is not ast.Module else [
+            s.value for s in owner.body if type(s) is ast.Assign and any(
+                type(t) is ast.Name and t.id == spread.id for t in s.targets)]
+        if len(values) != 1:
+            return None
+        value = values[0]
+        if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict" and not value.args:
+            for kw in value.keywords:
+                if kw.arg is None:
+                    return None
+                found[kw.arg] = kw.value
+        elif type(value) is ast.Dict:
+            for key, item in zip(value.keys, value.values):
+                if type(key) is not ast.Constant or not isinstance(key.value, str):
+                    return None
+                found[key.value] = item
+        else:
+            return None
+    return found
+
+
+def _pin_setting(call: ast.Call, names: Names, positional: bool,
+                 spread: Optional[Dict[str, ast.expr]] = None) -> Optional[str]:
+    """DEFAULT/ELEMENTS when the loader call pins its batches; None when it does not or may not.
+    ``spread``: the keywords its ``**`` arguments are known to pass (None: unknown)."""
     pin = _argument(call, "pin_memory", _PIN_MEMORY if positional else None)
+    if pin is None and spread:
+        pin = spread.get("pin_memory")
     if pin is None or not _true_on_gpu(pin, names):
         return None
     collate = _argument(call, "collate_fn", _COLLATE_FN if positional else None)
+    if collate is None and spread:
+        collate = spread.get("collate_fn")
     if collate is None:
-        if any(kw.arg is None for kw in call.keywords):
+        if spread is None and any(kw.arg is None for kw in call.keywords):
             return ELEMENTS  # **kwargs may hold a collate_fn
         return DEFAULT
     if type(collate) is ast.Constant and collate.value is None:
@@ -587,15 +707,20 @@ def _callee_before(text: str, at: int) -> Optional[str]:
 
 
 # -- parameters that receive pinned loaders (TL203, issue 29 class 2) -----------------------------
-def pinned_parameters(index: "AstIndex", pinned: Dict[str, str]) -> FrozenSet[Tuple[str, str]]:
+def pinned_parameters(index: "AstIndex", pinned: FrozenSet[PinnedEntry]) -> FrozenSet[Tuple[str, str]]:
     """(function name, parameter name) for the parameters of the file's functions that every call
     of the function in the file hands a loader of ``pinned`` with the default collate
     (``train(model, train_loader)`` with ``train_loader = DataLoader(..., pin_memory=True)``): at
     least one call, each passing such a name, by position or keyword. A function defined twice
     under one name, or called with ``*args``/``**kwargs``, is left out."""
-    loaders = {name for name, setting in pinned.items() if setting == DEFAULT}
+    loaders = {name for _, name, setting in pinned if setting == DEFAULT}
     if not loaders:
         return frozenset()
+
+    def is_pinned(node: ast.expr, parents: tuple) -> bool:
+        name = _dotted(node)
+        return name is not None and pinned_setting(pinned, _binding_scope(parents, ""), name) == DEFAULT
+
     # the calls that hand a pinned loader to something: (callee, position or keyword)
     handed: Set[Tuple[str, object]] = set()
     for word in sorted({name.rsplit(".", 1)[-1] for name in loaders}):
@@ -608,10 +733,10 @@ def pinned_parameters(index: "AstIndex", pinned: Dict[str, str]) -> FrozenSet[Tu
                 if callee is None:
                     continue
                 for i, arg in enumerate(call.args):
-                    if _dotted(arg) in loaders:
+                    if is_pinned(arg, parents):
                         handed.add((callee, i))
                 for kw in call.keywords:
-                    if kw.arg is not None and _dotted(kw.value) in loaders:
+                    if kw.arg is not None and is_pinned(kw.value, parents):
                         handed.add((callee, kw.arg))
     if not handed:
         return frozenset()
@@ -620,13 +745,13 @@ def pinned_parameters(index: "AstIndex", pinned: Dict[str, str]) -> FrozenSet[Tu
         params = _parameters_of(index, callee)
         if params is None:
             continue
-        calls = [n for line in index.word_lines(callee, call=True)
-                 for n, _ in index.nodes_on(line) if type(n) is ast.Call and _callee_name(n) == callee]
+        calls = [(n, parents) for line in index.word_lines(callee, call=True)
+                 for n, parents in index.nodes_on(line) if type(n) is ast.Call and _callee_name(n) == callee]
         if not calls or any(any(type(a) is ast.Starred for a in c.args) or any(k.arg is None for k in c.keywords)
-                            for c in calls):
+                            for c, _ in calls):
             continue
         for position, param in enumerate(params):
-            if all(_hands_pinned(c, position, param, loaders) for c in calls):
+            if all(_hands_pinned(c, position, param, lambda node: is_pinned(node, parents)) for c, parents in calls):
                 found.add((callee, param))
     return frozenset(found)
 
@@ -655,10 +780,10 @@ def _parameters_of(index: "AstIndex", name: str) -> Optional[List[str]]:
     return args + [a.arg for a in function.args.kwonlyargs]
 
 
-def _hands_pinned(call: ast.Call, position: int, param: str, loaders: Set[str]) -> bool:
+def _hands_pinned(call: ast.Call, position: int, param: str, is_pinned) -> bool:
     for kw in call.keywords:
         if kw.arg == param:
-            return _dotted(kw.value) in loaders
+            return is_pinned(kw.value)
     if position < len(call.args):
-        return _dotted(call.args[position]) in loaders
+        return is_pinned(call.args[position])
     return False

@@ -521,18 +521,23 @@ class FileModel:
 
         return layer_iterating_classes(self.index)
 
-    def pinned_loaders(self) -> Dict[str, str]:
-        """Loader name -> ``"default"`` or ``"elements"`` for the dotted names every
-        ``DataLoader(...)`` assigned to which in the file pins its batches (``pin_memory=True`` or
-        ``=torch.cuda.is_available()``): ``"default"`` with the default collate (or one like it,
-        ``transformers.default_data_collator``), ``"elements"`` with another (only the parts a
-        batch is read into are known tensors). ``kinds.py``; TL203."""
-        from torchlint.kinds import merge_pinned
+    def pinned_loaders(self) -> FrozenSet[Tuple[Scope, str, str]]:
+        """(scope, loader name, setting) for every binding of a name the file assigns a
+        ``DataLoader(...)``: ``"default"`` where the call pins (``pin_memory=True`` or
+        ``=torch.cuda.is_available()``) with the default collate (or one like it,
+        ``transformers.default_data_collator``), ``"elements"`` with another collate, ``""``
+        where it does not pin or the binding is something else (``kinds.py``; TL203). Ask
+        ``pinned_loader(scope, name)``."""
+        return cast(FrozenSet[Tuple[Scope, str, str]], self._ask("pinned_loaders", self._pinned_loaders))
 
-        answer = cast(FrozenSet[Tuple[str, str]], self._ask("pinned_loaders", self._pinned_loaders))
-        return merge_pinned(answer)
+    def pinned_loader(self, scope: Scope, name: str) -> Optional[str]:
+        """``"default"``/``"elements"`` when every binding of the loader ``name`` a read in
+        ``scope`` may see pins; None otherwise."""
+        from torchlint.kinds import pinned_setting
 
-    def _pinned_loaders(self) -> FrozenSet[Tuple[str, str]]:
+        return pinned_setting(self.pinned_loaders(), scope, name)
+
+    def _pinned_loaders(self) -> FrozenSet[Tuple[Scope, str, str]]:
         if "pin_memory" not in self.text:
             return frozenset()
         from torchlint.kinds import Names, pinned_loaders
@@ -575,7 +580,7 @@ class FileModel:
         pinned = self.pinned_loaders()  # the whole file's answer first
         return cast(FrozenSet[Tuple[str, str]], self._ask("pinned_parameters", lambda: self._pinned_parameters(pinned)))
 
-    def _pinned_parameters(self, pinned: Dict[str, str]) -> FrozenSet[Tuple[str, str]]:
+    def _pinned_parameters(self, pinned: FrozenSet[Tuple[Scope, str, str]]) -> FrozenSet[Tuple[str, str]]:
         if not pinned:
             return frozenset()
         from torchlint.kinds import pinned_parameters

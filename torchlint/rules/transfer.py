@@ -110,14 +110,13 @@ class NonBlockingTransfer(Rule):
         if not isinstance(root, cst.Name):
             return False
         model = self.ctx.model
-        loaders = model.batch_loaders(scope_of(self.ctx.ancestors)).get(root.value)
+        scope = scope_of(self.ctx.ancestors)
+        loaders = model.batch_loaders(scope).get(root.value)
         if not loaders:
             return False
-        pinned = model.pinned_loaders()
-        settings = {pinned.get(loader) for loader in loaders}
-        if None in settings:
-            return False
-        return settings == {PINNED_DEFAULT}
+        handed = model.pinned_parameters() if scope and scope[-1][0] == "d" else frozenset()
+        return all(model.pinned_loader(scope, loader) == PINNED_DEFAULT or (scope[-1][1], loader) in handed
+                   for loader in loaders)
 
     def _pinned_loop(self, loop: cst.For) -> bool:
         loaders = self.ctx.semantic.loader_calls(loop.iter)
@@ -146,12 +145,16 @@ class NonBlockingTransfer(Rule):
         """A DataLoader known to pin its batches (``pin_memory=True``, or
         ``=torch.cuda.is_available()``: true wherever there is a GPU to copy to), with the default
         collate function or one known to give tensors (``transformers.default_data_collator``)."""
+        spread: dict = {}
         if has_star_args(call):
-            return False
+            spread_ = self._spread_keywords(call)
+            if spread_ is None:
+                return False
+            spread = spread_
         pin = get_arg(call, "pin_memory", PIN_MEMORY)
-        if pin is None:
+        if pin is None and "pin_memory" not in spread:
             return False
-        value = pin.value
+        value = pin.value if pin is not None else spread["pin_memory"]
         if literal_value(value) is True:
             pass
         elif isinstance(value, cst.Name):  # `pin_memory = torch.cuda.is_available()` at the top level
@@ -162,9 +165,42 @@ class NonBlockingTransfer(Rule):
                 and self.ctx.resolve_call(value) == "torch.cuda.is_available"):
             return False
         collate = get_arg(call, "collate_fn", COLLATE_FN)
-        if collate is None or literal_value(collate.value) is None:
+        collate_value = collate.value if collate is not None else spread.get("collate_fn")
+        if collate_value is None or literal_value(collate_value) is None:
             return True
-        return dotted_name(collate.value) is not None and self.ctx.resolve(collate.value) in TENSOR_COLLATES
+        return dotted_name(collate_value) is not None and self.ctx.resolve(collate_value) in TENSOR_COLLATES
+
+    def _spread_keywords(self, call: cst.Call) -> Optional[dict]:
+        """The keywords ``**loader_args`` passes, when the call spreads only names bound once, in
+        the same scope, to ``dict(k=v, ...)`` or a ``{"k": v}`` literal with string keys; None
+        when any spread is unknown (``*args``, a parameter, a dict built elsewhere)."""
+        found: dict = {}
+        for arg in call.args:
+            if arg.star == "*":
+                return None
+            if arg.star != "**":
+                continue
+            if not isinstance(arg.value, cst.Name):
+                return None
+            bindings = self.ctx.semantic.lookup(arg.value)
+            if not bindings or len(bindings) != 1 or bindings[0].kind != ASSIGN or bindings[0].value is None:
+                return None
+            value = bindings[0].value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict" \
+                    and self.ctx.semantic.lookup(value.func) is None:
+                for item in value.args:
+                    if item.keyword is None or item.star:
+                        return None
+                    found[item.keyword.value] = item.value
+            elif isinstance(value, cst.Dict):
+                for element in value.elements:
+                    key = literal_value(element.key) if isinstance(element, cst.DictElement) else None
+                    if not isinstance(key, str):
+                        return None
+                    found[key] = element.value
+            else:
+                return None
+        return found
 
     def _straight_from(self, value: cst.BaseExpression, loop: cst.For, seen: set) -> bool:
         """Is ``value`` a tensor as ``loop``'s loader yielded it: a loop variable, a read from one
