@@ -114,8 +114,9 @@ class NonBlockingTransfer(Rule):
         loaders = model.batch_loaders(scope).get(root.value)
         if not loaders:
             return False
-        handed = model.pinned_parameters() if scope and scope[-1][0] == "d" else frozenset()
-        return all(model.pinned_loader(scope, loader) == PINNED_DEFAULT or (scope[-1][1], loader) in handed
+        function = scope[-1][1] if scope and scope[-1][0] == "d" else None
+        handed = model.pinned_parameters() if function is not None else frozenset()
+        return all(model.pinned_loader(scope, loader) == PINNED_DEFAULT or (function, loader) in handed
                    for loader in loaders)
 
     def _pinned_loop(self, loop: cst.For) -> bool:
