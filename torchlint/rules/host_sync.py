@@ -105,6 +105,31 @@ _MASK_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "eq", "ne", "gt", "g
                               "logical_or", "logical_not"})
 
 
+def _counts_over(iterated: cst.BaseExpression) -> bool:
+    """``range(len(t))``, ``range(t.size(0))``, ``range(t.shape[0])``: a loop over positions."""
+    if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Name) and iterated.func.value == "range"
+            and len(iterated.args) == 1):
+        return False
+    bound = iterated.args[0].value
+    if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name) and bound.func.value == "len":
+        return True
+    mc = method_call(bound) if isinstance(bound, cst.Call) else None
+    if mc is not None and mc[1] == "size":
+        return True
+    return isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Attribute) and bound.value.attr.value == "shape"
+
+
+def _a_value(node: cst.BaseExpression) -> bool:
+    """A tensor whose formatting reads its values: a name, or an attribute or item of one
+    (``loss``, ``out.loss``, ``losses[0]``), not metadata (``x.shape``, ``x.dtype``) and not a
+    call's result (``len(x)``, ``sched.get_last_lr()[0]``, ``loss.item()`` reported on its own)."""
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "dtype", "device", "ndim", "is_cuda"):
+            return False
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
 def _only_control_flow(body: cst.BaseSuite) -> bool:
     """A block that only decides whether the step goes on: ``continue``/``break``/``return``/
     ``raise`` (a NaN skip, early stopping). Those syncs are the point."""
@@ -328,7 +353,11 @@ class HostSyncInLoop(Rule):
         if loop is None:
             self._check_per_step_function(node, first)
             return
-        if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
+        if under_periodic_guard(self.ctx, loop, node):
+            return
+        if self._is_evaluation(loop):
+            if mc[1] == "item":  # one sync per element, even in evaluation (issue 29 class 4)
+                self._per_element(node, mc[0], loop)
             return
         if self._already_on_host(node) or _in_one_off_branch(self.ctx.ancestors, loop):
             return
@@ -336,6 +365,67 @@ class HostSyncInLoop(Rule):
         if first == "item" and mc[1] == "item":
             fix = _accumulation_fix(self.ctx, node, loop) or _per_element_fix(self.ctx, node, loop, self._on_device)
         self.report(node, self._template.format(method=first), fix)
+
+    # -- per-element reads and formatting (issue 29 class 4) ------------------------------------
+    def _per_element(self, node: cst.Call, receiver: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """``t[i].item()`` in ``for i in range(len(t))`` (or ``v.item()`` in ``for v in t`` / a
+        comprehension over ``t``) inside a loop over batches, ``t`` on the device: a sync per
+        element, in evaluation too, where one ``t.tolist()`` would do. True when reported."""
+        element: Optional[cst.BaseExpression] = None
+        index: Optional[str] = None
+        if (isinstance(receiver, cst.Subscript) and len(receiver.slice) == 1
+                and isinstance(receiver.slice[0].slice, cst.Index) and isinstance(receiver.slice[0].slice.value, cst.Name)):
+            element, index = receiver.value, receiver.slice[0].slice.value.value
+        elif isinstance(receiver, cst.Name):
+            index = receiver.value
+        if index is None:
+            return False
+        for ancestor in reversed(self.ctx.ancestors):
+            if ancestor is loop:
+                return False
+            target = iterated = None
+            if isinstance(ancestor, cst.For):
+                target, iterated = ancestor.target, ancestor.iter
+            elif isinstance(ancestor, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+                target, iterated = ancestor.for_in.target, ancestor.for_in.iter
+            if not (isinstance(target, cst.Name) and target.value == index) or iterated is None:
+                continue
+            if element is None:  # `for v in t: v.item()`
+                tensor = iterated
+            elif _counts_over(iterated):  # `for i in range(len(t)): t[i].item()`
+                tensor = element
+            else:
+                return False
+            if not (isinstance(tensor, (cst.Name, cst.Attribute)) and self._on_device(tensor)):
+                return False
+            if _in_one_off_branch(self.ctx.ancestors, loop) or self._already_on_host(node):
+                return False
+            name = self.ctx.module.code_for_node(tensor)
+            self.report(node, f"`.item()` per element syncs with the GPU once per element; read `{name}.tolist()` once",
+                        hint=(f"Each `.item()` waits for all queued GPU work; `{name}.tolist()` copies the whole "
+                              "tensor in one sync (or keep the values on the device and read them once)."))
+            return True
+        return False
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        """``f"{loss:.4f}"`` formats a device tensor: ``Tensor.__format__`` reads its value."""
+        parent, grand = self.ctx.parent, (self.ctx.ancestors[-2] if len(self.ctx.ancestors) > 1 else None)
+        if (isinstance(parent, cst.Arg) and isinstance(grand, cst.Call) and isinstance(grand.func, cst.Name)
+                and grand.func.value == "print"):
+            return  # print's check reads its f-strings
+        shown = [p.expression for p in node.parts if isinstance(p, cst.FormattedStringExpression)]
+        if shown:
+            self._check_implicit(node, "Formatting a device tensor", lambda _: any(
+                _a_value(e) and self._on_device(e) for e in shown))
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """``"loss %.4f" % loss``: %-formatting reads the device tensor's value."""
+        if not (isinstance(node.operator, cst.Modulo) and isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString))):
+            return
+        right = node.right
+        values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+        self._check_implicit(node, "Formatting a device tensor", lambda _: any(
+            _a_value(v) and self._on_device(v) for v in values))
 
     def _check_per_step_function(self, node: cst.Call, first: str) -> None:
         """A sync at any depth of a function the project index proves runs every step (a metric
