@@ -27,6 +27,7 @@ per file and records the answers; rules ask the model, never this module).
 from __future__ import annotations
 
 import ast
+import re
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 # DataLoader subclasses of libraries that take torch DataLoader's keywords (by keyword: their
@@ -60,15 +61,21 @@ def dotted(node: ast.AST) -> Optional[str]:
 
 
 # -- loader classes ------------------------------------------------------------------------------
-def loader_classes(tree: ast.Module, torch_loader) -> FrozenSet[str]:
-    """Local names (``DataLoader``, ``MonaiLoader``, ``AudioDataLoader``) that build a DataLoader
-    other than through torch's own name. ``torch_loader(node)``: does a Name/Attribute resolve to
-    torch's DataLoader (the file's import table)."""
+def loader_classes(nodes: Iterable[ast.AST], torch_loader) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+    """(classes, choices). Classes: local names (``DataLoader``, ``MonaiLoader``,
+    ``AudioDataLoader``) that build a DataLoader other than through torch's own name. Choices:
+    names bound to ``A if x else B`` where ``A`` or ``B`` is one (``cls = DataLoader if plain
+    else IterableDataLoader``: a rule decides with what it knows of the other). ``nodes``: the
+    imports, classes and assignments that may spell one (those on lines that say "DataLoader");
+    ``torch_loader(node)``: does a Name/Attribute resolve to torch's DataLoader."""
     found: Set[str] = set()
     classes: List[ast.ClassDef] = []
+    choices: List[ast.Assign] = []
     imported: Dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         kind = type(node)
+        if kind is ast.Assign and type(node.value) is ast.IfExp:  # type: ignore[attr-defined]
+            choices.append(node)  # type: ignore[arg-type]
         if kind is ast.ImportFrom and node.module and node.level == 0:  # type: ignore[attr-defined]
             for alias in node.names:  # type: ignore[attr-defined]
                 if f"{node.module}.{alias.name}" in LIBRARY_LOADERS:  # type: ignore[attr-defined]
@@ -99,7 +106,12 @@ def loader_classes(tree: ast.Module, torch_loader) -> FrozenSet[str]:
             if cls.name not in found and any(is_loader(b) for b in cls.bases):
                 found.add(cls.name)
                 changed = True
-    return frozenset(found)
+    chosen: Set[str] = set()
+    for assign in choices:
+        value: ast.IfExp = assign.value  # type: ignore[assignment]
+        if any(type(b) in (ast.Name, ast.Attribute) and is_loader(b) for b in (value.body, value.orelse)):
+            chosen.update(t.id for t in assign.targets if type(t) is ast.Name)
+    return frozenset(found), frozenset(chosen)
 
 
 def library_loader_call(func: ast.expr, tree_imports: Dict[str, str]) -> bool:
@@ -413,24 +425,62 @@ class _Scan:
 class _BatchFacts:
     """The file-wide facts a scope's scan reads, and the scans' results."""
 
-    def __init__(self, tree: ast.Module, loader_names: FrozenSet[str], classes: FrozenSet[str], is_torch_loader) -> None:
-        self.tree = tree
+    def __init__(self, tree: ast.Module, text: str, starts: List[int], loader_names: FrozenSet[str],
+                 classes: FrozenSet[str], is_torch_loader, calls_named=None) -> None:
+        self.tree, self.text, self.starts = tree, text, starts
         self.loader_names, self.classes, self.is_torch_loader = loader_names, classes, is_torch_loader
-        self.generators: Dict[str, object] = _loader_generators(tree, loader_names)
-        #: function scope -> {parameter: loader} for parameters every call of the file gives a loader
-        self.parameters = _loader_parameters(tree, self.static_loader)
+        # a definition whose text spells no loader reads none: its statements are not scanned
+        words = {n.rsplit(".", 1)[-1] for n in loader_names} | set(classes)
+        self.spells_loader = re.compile("(?i:loader)" + "".join(f"|\\b{re.escape(w)}\\b" for w in sorted(words)))
+        self.generators: Dict[str, object] = _loader_generators(self.definitions(), loader_names) if "yield" in text else {}
+        words |= {"next", "iter", "prepare"} | {g.rsplit(".", 1)[-1] for g in self.generators}
+        self.draws = re.compile("(?i:loader)" + "".join(f"|\\b{re.escape(w)}\\b" for w in sorted(words)))
+        #: function scope -> {parameter: loader} for parameters every call of the file gives a
+        #: loader, asked per function (``calls_named(name)``: the file's calls of ``name`` and
+        #: whether every use of the name is one of them; None: read them from the tree)
+        self.calls_named = calls_named
+        self.parameters: Dict[Scope, Dict[str, str]] = {}
         #: (class, attribute) -> loaders for ``self.<attribute> = iter(loader)`` / ``cycle(loader)``
         self.attribute_iterators: Dict[Tuple[str, str], Optional[FrozenSet[str]]] = {}
+        self._attributes_read = False
         self.pending: List[Tuple[ast.AST, Scope, Optional[str]]] = []
+
+    def spells(self, node: ast.AST, pattern: "re.Pattern[str]") -> bool:
+        """Does the text of the statement ``node`` (its lines) match ``pattern``?"""
+        starts = self.starts
+        first = node.lineno - 1  # type: ignore[attr-defined]
+        last = node.end_lineno  # type: ignore[attr-defined]
+        end = starts[last] if last is not None and last < len(starts) else len(self.text)
+        return pattern.search(self.text, starts[first], end) is not None
+
+    def definitions(self, pattern: "Optional[re.Pattern[str]]" = None) -> List[ast.AST]:
+        """The module's top-level statements and its classes' statements (those whose text
+        matches ``pattern``, when given)."""
+        found: List[ast.AST] = []
+        for node in self.tree.body:
+            if pattern is not None and not self.spells(node, pattern):
+                continue
+            found.append(node)
+            if type(node) is ast.ClassDef:
+                found.extend(node.body)
+        return found
 
     def static_loader(self, node: ast.expr) -> Optional[str]:
         """A loader expression as any scope sees it (no local aliases): what a call passes."""
         return _Scan(self, (), self.tree, None).loader(node)
 
+    def parameters_of(self, scope: Scope, function: ast.AST) -> Dict[str, str]:
+        if scope not in self.parameters:
+            self.parameters[scope] = _loader_parameters(self, scope, function)
+        return self.parameters[scope]
+
     def attribute_iterator_bindings(self) -> None:
         """``self.it = iter(loader)`` in any method of a class: ``next(self.it)`` in another draws."""
-        for cls in ast.walk(self.tree):
-            if type(cls) is not ast.ClassDef:
+        if self._attributes_read:
+            return
+        self._attributes_read = True
+        for cls in self.tree.body:
+            if type(cls) is not ast.ClassDef or not self.spells(cls, self.draws):
                 continue
             for method in cls.body:
                 if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef):
@@ -447,8 +497,8 @@ class _BatchFacts:
                             previous = self.attribute_iterators.get(key, loaders)
                             self.attribute_iterators[key] = loaders if loaders and previous == loaders else None
 
-    def scopes(self) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
-        self.attribute_iterator_bindings()
+    def scopes(self, wanted: Optional[Scope] = None) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
+        """Every scope's names, or only ``wanted``'s (definitions on the way to it are not read)."""
         found: Dict[Scope, FrozenSet[Tuple[str, str, str]]] = {}
         self.pending = [(self.tree, (), None)]
         while self.pending:
@@ -458,11 +508,20 @@ class _BatchFacts:
                 scope: Scope = ()
             else:
                 scope = outer + (("c" if kind is ast.ClassDef else "d", node.name),)  # type: ignore[attr-defined]
+            if wanted is not None and scope != wanted:
+                if wanted[:len(scope)] == scope:  # on the way: only its definitions
+                    self.pending.extend((d, scope, node.name if kind is ast.ClassDef else cls)  # type: ignore[attr-defined]
+                                        for d in _definitions_in(node.body))  # type: ignore[attr-defined]
+                continue
+            given = self.parameters_of(scope, node) if kind is ast.FunctionDef and len(scope) <= 2 else {}
+            if scope and not given and not self.spells(node, self.draws):
+                continue  # spells no loader, iterator or generator of one: nothing drawn here
+            if cls is not None:
+                self.attribute_iterator_bindings()
             # a method reads `self.x` of its class; a class body passes its name to its methods
             scan = _Scan(self, scope, node, cls, node.name if kind is ast.ClassDef else None)  # type: ignore[attr-defined]
             if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
                 args = node.args  # type: ignore[attr-defined]
-                given = self.parameters.get(scope, {})
                 for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
                     if arg is not None:
                         scan.other.add(arg.arg)
@@ -481,31 +540,45 @@ class _BatchFacts:
         return found
 
 
-def _loader_parameters(tree: ast.Module, static_loader) -> Dict[Scope, Dict[str, str]]:
-    """Parameters of the file's functions (module level, called by name; methods, called as
-    ``self.<name>`` in their class) that every call of the file gives a loader, with at least one
+def _definitions_in(statements: List[ast.stmt]) -> List[ast.AST]:
+    """The functions and classes defined by ``statements`` (in their blocks too), not deeper."""
+    found: List[ast.AST] = []
+    stack: List[ast.AST] = list(statements)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _SCOPES):
+            found.append(node)
+        elif isinstance(node, ast.stmt):
+            stack.extend(n for n in ast.iter_child_nodes(node) if isinstance(n, (ast.stmt, ast.excepthandler)))
+        elif isinstance(node, ast.excepthandler):
+            stack.extend(node.body)  # type: ignore[attr-defined]
+    return found
+
+
+def _loader_parameters(facts: "_BatchFacts", scope: Scope, function: ast.AST) -> Dict[str, str]:
+    """Parameters of a function of the file (module level, called by name; a method, called as
+    ``self.<name>`` in its class) that every call of the file gives a loader, with at least one
     call: ``def evaluate(model, data)`` called only as ``evaluate(model, val_loader)``."""
-    functions: Dict[str, Tuple[Scope, List[str]]] = {}
-    for node in tree.body:
-        if type(node) is ast.FunctionDef:
-            functions[node.name] = ((("d", node.name),), [a.arg for a in (*node.args.posonlyargs, *node.args.args)])
-        elif type(node) is ast.ClassDef:
-            for method in node.body:
-                if type(method) is ast.FunctionDef:
-                    params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)]
-                    if params and params[0] in ("self", "cls"):
-                        functions[f"self.{method.name}"] = ((("c", node.name), ("d", method.name)), params[1:])
-    if not functions:
+    if not isinstance(function, ast.FunctionDef) or not (len(scope) == 1 or scope[0][0] == "c"):
         return {}
-    given: Dict[Scope, Dict[str, Optional[str]]] = {}
-    for call in ast.walk(tree):
-        if type(call) is not ast.Call:
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    callee = function.name
+    if len(scope) == 2:
+        if not params or params[0] not in ("self", "cls"):
+            return {}
+        params, callee = params[1:], f"self.{function.name}"
+    if not params:
+        return {}
+    if facts.calls_named is not None:
+        calls, complete = facts.calls_named(function.name)
+        if not complete:
+            return {}  # the name is used otherwise too (handed on as a value): callers unknown
+    else:
+        calls = [n for n in ast.walk(facts.tree) if isinstance(n, ast.Call)]
+    seen: Dict[str, Optional[str]] = {}
+    for call in calls:
+        if dotted(call.func) != callee:
             continue
-        callee = dotted(call.func)
-        if callee not in functions:
-            continue
-        scope, params = functions[callee]
-        seen = given.setdefault(scope, {})
         bound: Dict[str, ast.expr] = {}
         for i, arg in enumerate(call.args):
             if type(arg) is ast.Starred:
@@ -517,34 +590,30 @@ def _loader_parameters(tree: ast.Module, static_loader) -> Dict[Scope, Dict[str,
                 bound[keyword.arg] = keyword.value
         for param in params:
             value = bound.get(param)
-            loader = static_loader(value) if value is not None else None
+            loader = facts.static_loader(value) if value is not None else None
             if loader is None or seen.get(param, loader) != loader:
                 seen[param] = None  # this call gives something else, the default, or another loader
             else:
                 seen[param] = loader
-    return {scope: {p: l for p, l in params.items() if l} for scope, params in given.items()
-            if any(params.values())}
+    return {p: l for p, l in seen.items() if l}
 
 
 def _is_items(node: ast.expr) -> bool:
     return type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "items"
 
 
-def _loader_generators(tree: ast.Module, loader_names: FrozenSet[str]) -> Dict[str, object]:
+def _loader_generators(definitions: List[ast.AST], loader_names: FrozenSet[str]) -> Dict[str, object]:
     """Generator functions of the file (module level, or methods as ``self.<name>``) that yield
     what a ``for`` over a loader gives (``for b in dl: yield b``, ``yield from dl``): name -> the
     position of the parameter holding the loader (``self`` not counted), or the loader's name
     when the function iterates a loader of its own (``loader = DataLoader(...); while True:
     yield from loader``)."""
     found: Dict[str, object] = {}
-    for node in ast.walk(tree):
-        if type(node) is not ast.ClassDef and type(node) is not ast.Module:
-            continue
-        for function in node.body:
-            if type(function) is not ast.FunctionDef:
-                continue
+    classes = {id(m) for d in definitions if type(d) is ast.ClassDef for m in d.body}
+    for function in definitions:
+        if type(function) is ast.FunctionDef:
             params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-            method = type(node) is ast.ClassDef and bool(params) and params[0] in ("self", "cls")
+            method = id(function) in classes and bool(params) and params[0] in ("self", "cls")
             if method:
                 params = params[1:]
             source = _yielded_source(function)
@@ -580,10 +649,11 @@ def _says_loader(name: str) -> bool:
     return "loader" in low and not low.endswith("loaders")
 
 
-def batch_sources(tree: ast.Module, loader_names: FrozenSet[str], classes: FrozenSet[str],
-                  is_torch_loader) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
+def batch_sources(tree: ast.Module, text: str, starts: List[int], loader_names: FrozenSet[str],
+                  classes: FrozenSet[str], is_torch_loader, calls_named=None,
+                  wanted: Optional[Scope] = None) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
     """scope -> (kind, name, loader) for each name of the scope bound only to batches (``BATCH``,
     see the module docstring) or only to loaders under a name that does not say so (``LOADER``:
     ``pbar = tqdm(train_loader)``, a parameter every caller gives a loader); ``loader`` is the
     loader's dotted name or ``callee()``."""
-    return _BatchFacts(tree, loader_names, classes, is_torch_loader).scopes()
+    return _BatchFacts(tree, text, starts, loader_names, classes, is_torch_loader, calls_named).scopes(wanted)

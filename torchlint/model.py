@@ -207,15 +207,26 @@ class FileModel:
     # data)``).
     def loader_classes(self) -> FrozenSet[str]:
         """Local names besides torch's own whose calls build a DataLoader (see above)."""
-        return cast(FrozenSet[str], self._ask("loader_classes", self._loader_classes))
+        return cast(FrozenSet[str], self._ask("loader_classes", lambda: self._loader_classes()[0]))
 
-    def _loader_classes(self) -> FrozenSet[str]:
+    def loader_choices(self) -> FrozenSet[str]:
+        """Names bound to ``A if x else B`` where ``A`` or ``B`` builds a DataLoader (``cls =
+        DataLoader if plain else IterableDataLoader``): a rule decides with what it knows of the
+        other."""
+        return cast(FrozenSet[str], self._ask("loader_choices", lambda: self._loader_classes()[1]))
+
+    def _loader_classes(self) -> Tuple[FrozenSet[str], FrozenSet[str]]:
         if "DataLoader" not in self.text:  # every subclass and library loader spells it
-            return frozenset()
+            return frozenset(), frozenset()
         from torchlint.loaderfacts import loader_classes
 
         index = self.index
-        return loader_classes(self.tree, lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER))
+        nodes: Dict[int, ast.AST] = {}  # imports, classes and assignments on lines that say it
+        for line in index.lines_matching(re.compile("DataLoader")):
+            for node, _ in index.nodes_on(line):
+                if type(node) in (ast.ImportFrom, ast.Import, ast.ClassDef, ast.Assign):
+                    nodes[id(node)] = node
+        return loader_classes(nodes.values(), lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER))
 
     def batches(self) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
         """scope -> (kind, name, loader) for the names of each scope bound only to a batch
@@ -229,12 +240,12 @@ class FileModel:
     def batch_names(self, scope: Scope) -> FrozenSet[str]:
         """Names of ``scope`` (a function's, ``()`` the module's) bound only to a batch drawn from
         a loader, as it was drawn, or to a part of one."""
-        return frozenset(name for kind, name, _ in self.batches().get(scope, ()) if kind == "batch")
+        return frozenset(name for kind, name, _ in self._scope_batches(scope) if kind == "batch")
 
     def batch_loaders(self, scope: Scope) -> Dict[str, FrozenSet[str]]:
         """name -> the loaders (dotted names, or ``callee()``) its batch is drawn from."""
         found: Dict[str, Set[str]] = {}
-        for kind, name, loader in self.batches().get(scope, ()):
+        for kind, name, loader in self._scope_batches(scope):
             if kind == "batch":
                 found.setdefault(name, set()).add(loader)
         return {name: frozenset(loaders) for name, loaders in found.items()}
@@ -242,14 +253,36 @@ class FileModel:
     def loader_locals(self, scope: Scope) -> FrozenSet[str]:
         """Names of ``scope`` bound only to a loader (or a pass-through wrapper of one) whose
         name does not say loader."""
-        return frozenset(name for kind, name, _ in self.batches().get(scope, ()) if kind == "loader")
+        return frozenset(name for kind, name, _ in self._scope_batches(scope) if kind == "loader")
 
-    def _batches(self, names: FrozenSet[str], classes: FrozenSet[str]) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
+    def _scope_batches(self, scope: Scope) -> FrozenSet[Tuple[str, str, str]]:
+        """One scope's part of ``batches()``, computed for that scope alone (a recorded answer of
+        its own; the editor's digest holds the whole-file answer, so a change anywhere counts)."""
+        whole = self.answers.get("batches")
+        if whole is not None:
+            return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]], whole).get(scope, frozenset())
+        if "oader" not in self.text:
+            return frozenset()
+        names, classes = self.loader_names(), self.loader_classes()  # whole-file answers first
+        found = self._ask(f"batches {scope!r}", lambda: self._batches(names, classes, scope))
+        return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]], found).get(scope, frozenset())
+
+    def _batches(self, names: FrozenSet[str], classes: FrozenSet[str],
+                 scope: Optional[Scope] = None) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
         from torchlint.loaderfacts import batch_sources
 
         index = self.index
-        found = batch_sources(self.tree, names, classes,
-                              lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER))
+
+        def calls_named(name: str) -> Tuple[List[ast.Call], bool]:
+            """The calls of ``name`` (on lines where it is called) and whether every line that
+            spells it calls it (a name handed on as a value has callers out of sight)."""
+            lines = index.word_lines(name, call=True)
+            calls = {id(n): n for line in lines for n, _ in index.nodes_on(line) if type(n) is ast.Call}
+            return list(calls.values()), len(lines) == len(index.word_lines(name))
+
+        found = batch_sources(self.tree, self.text, index._lines(), names, classes,
+                              lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER),
+                              calls_named, scope)
         if self._chunked:  # module-level names are bound across chunks: not known from one
             found.pop((), None)
         return found
@@ -267,14 +300,13 @@ class FileModel:
         found: Set[str] = set()
         others: Set[str] = set()
         for node in ast.walk(self.tree):
-            if type(node) is not ast.Assign:
+            if not isinstance(node, ast.Assign):
                 continue
-            value = cast(ast.Assign, node).value
-            module = (type(value) is ast.Call and _dotted(cast(ast.Call, value).func) == "getattr"
-                      and len(cast(ast.Call, value).args) == 3
-                      and _dotted(cast(ast.Call, value).args[0]) == "torch"
-                      and _dotted(cast(ast.Call, value).args[2]) in ("torch.cuda", "torch.xpu", "torch.mps"))
-            for target in cast(ast.Assign, node).targets:
+            value = node.value
+            module = (isinstance(value, ast.Call) and _dotted(value.func) == "getattr" and len(value.args) == 3
+                      and _dotted(value.args[0]) == "torch"
+                      and _dotted(value.args[2]) in ("torch.cuda", "torch.xpu", "torch.mps"))
+            for target in node.targets:
                 name = _dotted(target)
                 if name is not None:
                     (found if module else others).add(name)

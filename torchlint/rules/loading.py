@@ -62,6 +62,10 @@ def _loader_class_call(node: cst.Call, ctx) -> bool:
     func = node.func
     if not isinstance(func, cst.Name):
         return False
+    name = func.value  # the whole-file model's names first: most calls are of none of them
+    if (name not in ctx.model.loader_classes() and name not in ctx.model.loader_choices()
+            and ctx.project.subclasses.get(name) != DATALOADER):
+        return False
     return _names_loader_class(func, ctx, 0)
 
 
