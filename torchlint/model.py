@@ -146,7 +146,7 @@ class FileModel:
                                                  "numpy_functions", "layer_iterating_classes", "pinned_loaders",
                                                  "layer_list_functions", "literal_flags", "pinned_parameters",
                                                  "loader_classes", "loader_choices", "batches", "accelerator_modules",
-                                                 "accelerator_evidence", "training_evidence",
+                                                 "accelerator_evidence", "grad_free_functions", "training_evidence",
                                                  "periodic_names")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
@@ -739,6 +739,60 @@ class FileModel:
         facts = self.project
         return facts is None or not facts.cpu_program
 
+    # -- helpers run only where gradients are off (issue 29, class 3; F1) ------------------------
+    def grad_free_functions(self) -> FrozenSet[str]:
+        """Names of the file's module-level functions called at least once, every call with
+        gradients off: under ``with torch.no_grad()``/``inference_mode()``/
+        ``set_grad_enabled(False)``, in a function decorated with one, or from another such
+        function (rasbt's ``calc_loss_loader``, called only by ``evaluate_model`` under
+        ``no_grad`` every N steps). A function also named without being called (a callback) is
+        not one. TL201 reads the loops of these functions as evaluation. Not answered for a text
+        read in chunks (a call in another chunk is unseen): empty."""
+        return cast(FrozenSet[str], self._ask("grad_free_functions", self._grad_free_functions))
+
+    def _grad_free_functions(self) -> FrozenSet[str]:
+        if self._chunked or ("no_grad" not in self.text and "inference_mode" not in self.text
+                             and "set_grad_enabled" not in self.text):
+            return frozenset()
+        defs = {s.name for s in self.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        calls: Dict[str, List[Tuple[bool, Optional[str]]]] = {}
+        named: Set[str] = set()  # read other than as a call's callee
+        stack: List[Tuple[ast.AST, bool, Optional[str]]] = [(self.tree, False, None)]
+        while stack:
+            node, off, owner = stack.pop()
+            kind = type(node)
+            if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+                function = cast(ast.FunctionDef, node)
+                inner_owner = function.name if owner is None and function.name in defs and node in self.tree.body else owner
+                inner_off = off or any(_grad_off(d) for d in function.decorator_list)
+                stack.extend((child, inner_off, inner_owner) for child in function.body)
+                stack.extend((d, off, owner) for d in function.decorator_list)
+                continue
+            if kind in (ast.With, ast.AsyncWith):
+                with_node = cast(ast.With, node)
+                inner = off or any(_grad_off(item.context_expr) for item in with_node.items)
+                stack.extend((item.context_expr, off, owner) for item in with_node.items)
+                stack.extend((child, inner, owner) for child in with_node.body)
+                continue
+            if kind is ast.Call:
+                func = cast(ast.Call, node).func
+                if type(func) is ast.Name and func.id in defs:
+                    calls.setdefault(func.id, []).append((off, owner))
+                    stack.extend((child, off, owner) for child in ast.iter_child_nodes(node) if child is not func)
+                    continue
+            elif kind is ast.Name and cast(ast.Name, node).id in defs:
+                named.add(cast(ast.Name, node).id)
+            stack.extend((child, off, owner) for child in ast.iter_child_nodes(node))
+        found: Set[str] = set()
+        changed = True
+        while changed:  # least fixpoint: a caller counts once it is known to be one
+            changed = False
+            for name, sites in calls.items():
+                if name not in found and name not in named and all(off or owner in found for off, owner in sites):
+                    found.add(name)
+                    changed = True
+        return frozenset(found)
+
 
 def _returns(body: Sequence[ast.stmt]) -> List[ast.Return]:
     """The ``return`` statements of a function's body, not of the functions and classes in it."""
@@ -751,6 +805,20 @@ def _returns(body: Sequence[ast.stmt]) -> List[ast.Return]:
             for field in ("body", "orelse", "finalbody", "handlers"):
                 stack.extend(getattr(stmt, field, ()) or ())
     return found
+
+
+def _grad_off(node: ast.AST) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(False)`` (as a
+    context manager or a decorator, under any spelling of the module)."""
+    if isinstance(node, ast.Call):
+        name = _dotted(node.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last == "set_grad_enabled":
+            first = node.args[0] if node.args else None
+            return isinstance(first, ast.Constant) and first.value is False
+        return last in ("no_grad", "inference_mode")
+    name = _dotted(node) or ""
+    return name.rsplit(".", 1)[-1] in ("no_grad", "inference_mode")  # @torch.no_grad
 
 
 def _char_offset(line: str, byte_offset: int) -> int:

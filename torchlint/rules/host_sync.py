@@ -481,6 +481,9 @@ class HostSyncInLoop(Rule):
         func = enclosing_function(self.ctx)
         if func is not None and set(name_tokens(func.name)) & _EVAL_WORDS:
             return True
+        if (func is not None and any(s is func for s in self.ctx.module.body)
+                and func.name.value in self.ctx.model.grad_free_functions()):
+            return True  # every call of it runs under the caller's no_grad (issue 29 class 3)
         if _is_evaluation_script(self.ctx.path):
             return True
         iterable: Optional[cst.BaseExpression] = loop.iter if isinstance(loop, cst.For) else None
