@@ -191,8 +191,12 @@ class DataLoaderPersistentWorkers(_LoaderRule):
     not build the loader itself, or the loader is handed, inside a loop, to a function of this
     file whose ``for`` iterates that parameter (``train(train_loader, ...)``), to a function
     named for one pass (``train_one_epoch``, ``evaluate``), or the function holding the ``for``
-    is called from a loop (``self.train_epoch()``). ``persistent_workers=<variable>``, ``**kwargs``
-    and loops that run once (``range(1)``) stay silent.
+    is called from a loop (``self.train_epoch()``). Loaders wherever they come from: DataLoader
+    subclasses (the whole-file model's ``loader_classes``; another file's through the project
+    index), ``train_dataloader()``/``val_dataloader()`` of a Lightning module, a generator of the
+    file that drains its parameter in a loop (``cycle(dl)``), ``accelerator.prepare``.
+    ``persistent_workers=<variable>``, ``**kwargs`` not bound to a dict literal and loops that run
+    once (``range(1)``) stay silent.
     """
 
     code = "TL103"
