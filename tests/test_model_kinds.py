@@ -328,3 +328,20 @@ def test_tl203_on_a_pinned_loader_handed_in_is_the_same_three_ways(monkeypatch):
     assert [d.to_json() for d in after] == [d.to_json() for d in engine.lint_source(edited, "m.py", settings)]
     assert [d.location.row for d in after] == [9, 15]
     editor_memo.clear()
+
+
+def test_pinned_parameters_agree_chunked_and_whole(monkeypatch):
+    """The definition, a pinned call and an unpinned call of ``evaluate`` in three chunks: the
+    chunked model must not say more than the whole one."""
+    from torchlint import parsing
+
+    filler = "".join(f"\n\ndef pad_{i}(x):\n    return x + {i}\n" for i in range(60))
+    text = HANDED + filler + HANDED_MAIN.replace("        evaluate(model, test_loader)\n", "") + filler + (
+        "\n\ndef later(model, ds):\n    test_loader = DataLoader(ds)\n    evaluate(model, test_loader)\n")
+    whole = FileModel(ast.parse(text), text)
+    monkeypatch.setattr(parsing, "AST_CHUNK_CHARS", 1_000)
+    chunked = FileModel.of_text(text)
+    assert chunked._chunked
+    assert chunked.pinned_parameters() == whole.pinned_parameters() == {("run_epoch", "data_loader")}
+    for question in ("pinned_loaders", "pinned_callees", "pinned_handoffs"):
+        assert chunked.answers[question] == whole.answers[question]

@@ -707,51 +707,85 @@ def _callee_before(text: str, at: int) -> Optional[str]:
 
 
 # -- parameters that receive pinned loaders (TL203, issue 29 class 2) -----------------------------
-def pinned_parameters(index: "AstIndex", pinned: FrozenSet[PinnedEntry]) -> FrozenSet[Tuple[str, str]]:
-    """(function name, parameter name) for the parameters of the file's functions that every call
-    of the function in the file hands a loader of ``pinned`` with the default collate
-    (``train(model, train_loader)`` with ``train_loader = DataLoader(..., pin_memory=True)``): at
-    least one call, each passing such a name, by position or keyword. A function defined twice
-    under one name, or called with ``*args``/``**kwargs``, is left out."""
-    loaders = {name for _, name, setting in pinned if setting == DEFAULT}
-    if not loaders:
-        return frozenset()
-
+def _pinned_test(pinned: FrozenSet[PinnedEntry]):
     def is_pinned(node: ast.expr, parents: tuple) -> bool:
         name = _dotted(node)
         return name is not None and pinned_setting(pinned, _binding_scope(parents, ""), name) == DEFAULT
+    return is_pinned
 
-    # the calls that hand a pinned loader to something: (callee, position or keyword)
-    handed: Set[Tuple[str, object]] = set()
+
+def pinned_callees(index: "AstIndex", pinned: FrozenSet[PinnedEntry]) -> FrozenSet[str]:
+    """Names of the functions some call of the file hands a pinned loader with the default
+    collate (``train(model, train_loader)``), by position or keyword."""
+    loaders = {name for _, name, setting in pinned if setting == DEFAULT}
+    if not loaders:
+        return frozenset()
+    is_pinned = _pinned_test(pinned)
+    found: Set[str] = set()
     for word in sorted({name.rsplit(".", 1)[-1] for name in loaders}):
         for line in index.word_lines(word):
             for node, parents in index.nodes_on(line):
                 if type(node) is not ast.Call:
                     continue
-                call = node
-                callee = _callee_name(call)
-                if callee is None:
-                    continue
-                for i, arg in enumerate(call.args):
-                    if is_pinned(arg, parents):
-                        handed.add((callee, i))
-                for kw in call.keywords:
-                    if kw.arg is not None and is_pinned(kw.value, parents):
-                        handed.add((callee, kw.arg))
-    if not handed:
-        return frozenset()
+                callee = _callee_name(node)
+                if callee is not None and (any(is_pinned(a, parents) for a in node.args) or any(
+                        k.arg is not None and is_pinned(k.value, parents) for k in node.keywords)):
+                    found.add(callee)
+    return frozenset(found)
+
+
+#: One record of ``handoffs``: ("def", function, "", its parameters joined by ",") or ("call",
+#: function, "line:column", "slot=0|1;..." for each argument, "*" for a call with *args/**kwargs).
+Handoff = Tuple[str, str, str, str]
+
+
+def handoffs(index: "AstIndex", pinned: FrozenSet[PinnedEntry], callees: FrozenSet[str]) -> FrozenSet[Handoff]:
+    """The definitions and every call of ``callees`` (``pinned_callees``), each call with which of
+    its arguments are pinned loaders: records a file read in chunks merges, combined by
+    ``pinned_parameters``."""
+    is_pinned = _pinned_test(pinned)
+    records: Set[Handoff] = set()
+    for callee in sorted(callees):
+        for line in index.word_lines(callee):
+            for node, parents in index.nodes_on(line):
+                kind = type(node)
+                if kind in (ast.FunctionDef, ast.AsyncFunctionDef) and node.name == callee and node.lineno == line:  # type: ignore[attr-defined]
+                    function = cast(ast.FunctionDef, node)
+                    args = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+                    if args and args[0] in ("self", "cls"):
+                        args = args[1:]
+                    args += [a.arg for a in function.args.kwonlyargs]
+                    records.add(("def", callee, f"{function.lineno}:{function.col_offset}", ",".join(args)))
+                elif kind is ast.Call and _callee_name(cast(ast.Call, node)) == callee:
+                    call = cast(ast.Call, node)
+                    where = f"{call.lineno}:{call.col_offset}"
+                    if any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
+                        records.add(("call", callee, where, "*"))
+                        continue
+                    slots = [f"{i}={int(is_pinned(a, parents))}" for i, a in enumerate(call.args)]
+                    slots += [f"{k.arg}={int(is_pinned(k.value, parents))}" for k in call.keywords]
+                    records.add(("call", callee, where, ";".join(slots)))
+    return frozenset(records)
+
+
+def pinned_parameters(records: FrozenSet[Handoff]) -> FrozenSet[Tuple[str, str]]:
+    """(function name, parameter name) for the parameters of the file's functions that every call
+    of the function in the file hands a pinned loader with the default collate: at least one
+    call, each passing such a name by position or keyword. A function defined twice under one
+    name, or called with ``*args``/``**kwargs``, is left out."""
+    defs: Dict[str, List[str]] = {}
+    calls: Dict[str, List[str]] = {}
+    for kind, callee, _, value in sorted(records):
+        (defs if kind == "def" else calls).setdefault(callee, []).append(value)
     found: Set[Tuple[str, str]] = set()
-    for callee in sorted({c for c, _ in handed}):
-        params = _parameters_of(index, callee)
-        if params is None:
+    for callee, params_list in defs.items():
+        made = calls.get(callee, [])
+        if len(params_list) != 1 or not made or "*" in made:
             continue
-        calls = [(n, parents) for line in index.word_lines(callee, call=True)
-                 for n, parents in index.nodes_on(line) if type(n) is ast.Call and _callee_name(n) == callee]
-        if not calls or any(any(type(a) is ast.Starred for a in c.args) or any(k.arg is None for k in c.keywords)
-                            for c, _ in calls):
-            continue
+        params = [p for p in params_list[0].split(",") if p]
+        slot_maps = [dict(item.split("=", 1) for item in call.split(";") if item) for call in made]
         for position, param in enumerate(params):
-            if all(_hands_pinned(c, position, param, lambda node: is_pinned(node, parents)) for c, parents in calls):
+            if all(slots.get(param, slots.get(str(position))) == "1" for slots in slot_maps):
                 found.add((callee, param))
     return frozenset(found)
 
@@ -765,25 +799,3 @@ def _callee_name(call: ast.Call) -> Optional[str]:
     return None
 
 
-def _parameters_of(index: "AstIndex", name: str) -> Optional[List[str]]:
-    """The positional-or-keyword parameter names (``self`` dropped for a method) of the one
-    function of the file named ``name``; None when there is none or more than one."""
-    defs = [n for line in index.word_lines(name) for n, _ in index.nodes_on(line)
-            if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and cast(ast.FunctionDef, n).name == name
-            and cast(ast.FunctionDef, n).lineno == line]
-    if len({id(d) for d in defs}) != 1:
-        return None
-    function = cast(ast.FunctionDef, defs[0])
-    args = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-    if args and args[0] in ("self", "cls"):
-        args = args[1:]
-    return args + [a.arg for a in function.args.kwonlyargs]
-
-
-def _hands_pinned(call: ast.Call, position: int, param: str, is_pinned) -> bool:
-    for kw in call.keywords:
-        if kw.arg == param:
-            return is_pinned(kw.value)
-    if position < len(call.args):
-        return is_pinned(call.args[position])
-    return False

@@ -608,16 +608,30 @@ class FileModel:
     def pinned_parameters(self) -> FrozenSet[Tuple[str, str]]:
         """(function name, parameter name) for the parameters every call of the file hands a
         pinned loader with the default collate (``kinds.py``; TL203: ``train(model,
-        train_loader)``, a loop over ``train_loader`` in ``train``)."""
-        pinned = self.pinned_loaders()  # the whole file's answer first
-        return cast(FrozenSet[Tuple[str, str]], self._ask("pinned_parameters", lambda: self._pinned_parameters(pinned)))
-
-    def _pinned_parameters(self, pinned: FrozenSet[Tuple[Scope, str, str]]) -> FrozenSet[Tuple[str, str]]:
-        if not pinned:
-            return frozenset()
+        train_loader)``, a loop over ``train_loader`` in ``train``). Built from two recorded
+        answers a file read in chunks merges: the functions handed a pinned loader somewhere, then
+        their definitions and every call of them."""
         from torchlint.kinds import pinned_parameters
 
-        return pinned_parameters(self.index, pinned)
+        pinned = self.pinned_loaders()  # the whole file's answers first
+        if not any(setting == "default" for _, _, setting in pinned):
+            return frozenset()
+        callees = cast(FrozenSet[str], self._ask("pinned_callees", lambda: self._pinned_callees(pinned)))
+        if not callees:
+            return frozenset()
+        records = self._ask("pinned_handoffs", lambda: self._handoffs(pinned, callees))
+        return pinned_parameters(cast(FrozenSet[Tuple[str, str, str, str]], records))
+
+    def _pinned_callees(self, pinned: FrozenSet[Tuple[Scope, str, str]]) -> FrozenSet[str]:
+        from torchlint.kinds import pinned_callees
+
+        return pinned_callees(self.index, pinned)
+
+    def _handoffs(self, pinned: FrozenSet[Tuple[Scope, str, str]],
+                  callees: FrozenSet[str]) -> FrozenSet[Tuple[str, str, str, str]]:
+        from torchlint.kinds import handoffs
+
+        return handoffs(self.index, pinned, callees)
     # -- end of kinds of values (F4)
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)
