@@ -72,8 +72,9 @@ class Repo:
     commit: str
     kind: str
     paths: Tuple[str, ...] = ()
-    #: "dev": read while the rules were changed; "heldout": judged only on the final build, by
-    #: someone who did not change the rules (its figures are the honest ones).
+    #: "dev": read while the rules were changed; "heldout": judged by an engineer who changed no
+    #: rule (the lead saw its findings before the build was final); "heldout2": judged only on
+    #: the final build, seen by nobody who changed a rule.
     set: str = "dev"
 
     @property
@@ -424,8 +425,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     common.add_argument("--jobs", type=int)
     score = sub.add_parser("score", parents=[common])
     score.add_argument("--repo", action="append", default=[])
-    score.add_argument("--set", choices=("dev", "heldout", "all"), default="dev",
-                       help="which repositories: those read while changing the rules (dev), the held-out ones, or all")
+    score.add_argument("--set", default="dev",
+                       help="which repositories: those read while changing the rules (dev), a held-out set "
+                            "(heldout, heldout2), or all")
     score.add_argument("--show", help="comma-separated: tp, fp, fn, unjudged")
     score.add_argument("--strict", action="store_true", help="exit 1 on unjudged findings or stale labels")
     draft = sub.add_parser("draft", parents=[common])
@@ -434,7 +436,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     check.add_argument("--mirror", type=Path, required=True)
     check.add_argument("--into", type=Path, default=Path("~/realcode").expanduser())
     check.add_argument("--repo", action="append", default=[])
-    check.add_argument("--set", choices=("dev", "heldout", "all"), default="all")
+    check.add_argument("--set", default="all")
     args = parser.parse_args(argv)
     return {"score": cmd_score, "draft": cmd_draft, "checkout": cmd_checkout}[args.command](args)
 
