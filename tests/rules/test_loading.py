@@ -215,3 +215,25 @@ def test_tl103_silent_for_a_loader_a_function_builds_on_each_call():
         one_pass()
     """
     assert positions(lint("TL103", shared)[1]) == [("TL103", 3, 10)]
+
+
+def test_tl103_workers_through_a_dict_literal_alone_or_with_every_rule():
+    """``num_workers`` in a ``{...}`` literal handed as ``**params``: TL103 alone reaches the file
+    too (its question on CPython's tree once said no: no ``num_workers=`` keyword anywhere)."""
+    import textwrap
+
+    from torchlint.config import Settings
+    from torchlint.engine import lint_source
+
+    text = textwrap.dedent("""\
+        from torch.utils.data import DataLoader
+
+        params = {"batch_size": 8, "shuffle": True, "num_workers": 8}
+        loader = DataLoader(ds, **params)
+        for epoch in range(3):
+            for batch in loader:
+                model(batch)
+    """)
+    alone = [(d.code, d.location.row) for d in lint_source(text, "t.py", Settings(select=("TL103",)))]
+    every = [(d.code, d.location.row) for d in lint_source(text, "t.py", Settings()) if d.code == "TL103"]
+    assert alone == every == [("TL103", 4)]

@@ -51,6 +51,17 @@ def _is_dataloader(node: cst.Call, ctx) -> bool:
 LIGHTNING_MODULES = frozenset({"LightningModule", "LightningDataModule"})
 LIGHTNING_PACKAGES = frozenset({"pytorch_lightning", "lightning", "lightning_fabric"})
 PER_EPOCH_HOOKS = frozenset({"train_dataloader", "val_dataloader"})
+# `Trainer.fit`'s loader parameters (1.x and 2.x spellings)
+FIT_LOADERS = frozenset({"train_dataloaders", "val_dataloaders", "train_dataloader", "val_dataloader"})
+
+
+def _lightning_trainer(qualified: Optional[str]) -> bool:
+    """``pytorch_lightning.Trainer(...)``, ``lightning.pytorch.Trainer(...)``,
+    ``Trainer.from_argparse_args(...)``."""
+    if not qualified or qualified.split(".", 1)[0] not in LIGHTNING_PACKAGES:
+        return False
+    parts = qualified.split(".")
+    return parts[-1] == "Trainer" or (len(parts) > 1 and parts[-2] == "Trainer" and parts[-1].startswith("from_"))
 
 
 def _loader_class_call(node: cst.Call, ctx) -> bool:
@@ -137,9 +148,9 @@ def _loader_with_workers(index) -> bool:
     """A ``DataLoader`` call that may start workers: ``num_workers`` passed (by keyword, or at
     its position); an omitted one means none, and TL103 has nothing to keep alive."""
     calls = index.calls_of("DataLoader")
-    if calls is None or any(
-            len(call.args) > NUM_WORKERS or any(k.arg == "num_workers" for k in call.keywords) for call, _ in calls):
-        return True
+    if calls is None or any(len(call.args) > NUM_WORKERS or any(k.arg in ("num_workers", None) for k in call.keywords)
+                            for call, _ in calls):
+        return True  # workers given, or maybe through `**kwargs`
     # a subclass's or a library's loader, or workers given through `**kwargs`: the rule decides
     return any(type(node).__name__ == "keyword" for node, _, _ in index.occurrences(("num_workers",)))
 
@@ -252,6 +263,23 @@ class DataLoaderPersistentWorkers(_LoaderRule):
             return
         if enclosing_loops(self.ctx):
             self.calls_in_loops.append((node, list(self.ctx.ancestors)))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "fit":
+            self._fitted(node)
+
+    def _fitted(self, node: cst.Call) -> None:
+        """``trainer.fit(model, train_loader, val_loader)`` on a Lightning ``Trainer``: the
+        Trainer iterates both every epoch."""
+        receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+        values = self.ctx.semantic.values_of(receiver) if isinstance(receiver, cst.Name) else None
+        if not values or not all(isinstance(v, cst.Call) and _lightning_trainer(self.ctx.resolve_call(v))
+                                 for v in values):
+            return
+        for index, arg in enumerate(node.args):
+            if arg.star:
+                return
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword in FIT_LOADERS or (keyword is None and index in (1, 2)):
+                self.per_epoch.update(id(c) for c in self.ctx.semantic.loader_calls(arg.value, self.loader_factory))
 
     def _prepared(self, iterable: cst.BaseExpression) -> List[cst.Call]:
         """Loaders a name unpacked from ``accelerator.prepare(model, opt, dl)`` stands for (the
