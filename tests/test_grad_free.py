@@ -36,6 +36,10 @@ PROGRAM = textwrap.dedent("""\
             optimizer.step()
             if step % 100 == 0:
                 evaluate_model(model, loader, val_loader)
+
+
+    if __name__ == "__main__":
+        fit(Net(), make_optimizer(), make_loader(), make_loader())
 """)
 NO_GRAD = "    with torch.no_grad():\n        return calc_loss_loader"
 PLAIN = "    if True:\n        return calc_loss_loader"
@@ -52,7 +56,9 @@ def test_the_model_names_helpers_called_only_without_gradients():
     assert FileModel(ast.parse(decorated), decorated).grad_free_functions() == {"calc_loss_loader"}
     callback = PROGRAM + "\nhooks = [calc_loss_loader]\n"  # named, not called: unknown use
     assert FileModel(ast.parse(callback), callback).grad_free_functions() == frozenset()
-    recursive = "import torch\ndef a():\n    return b()\ndef b():\n    return a()\n"  # no caller with no_grad
+    module = PROGRAM.split("\n\nif __name__")[0]  # a module: other files may call it with gradients on
+    assert FileModel(ast.parse(module), module).grad_free_functions() == frozenset()
+    recursive = "import torch\ndef a():\n    return b()\ndef b():\n    return a()\na()\n"  # no caller with no_grad
     assert FileModel(ast.parse(recursive), recursive).grad_free_functions() == frozenset()
 
 

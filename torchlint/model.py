@@ -760,14 +760,20 @@ class FileModel:
         ``set_grad_enabled(False)``, in a function decorated with one, or from another such
         function (rasbt's ``calc_loss_loader``, called only by ``evaluate_model`` under
         ``no_grad`` every N steps). A function also named without being called (a callback) is
-        not one. TL201 reads the loops of these functions as evaluation. Not answered for a text
-        read in chunks (a call in another chunk is unseen): empty."""
+        not one. Only in a program (a script, a notebook: module-level code that runs): a
+        module's functions may be called from other files. TL201 reads the loops of these
+        functions as evaluation. Not answered for a text read in chunks (a call in another chunk
+        is unseen): empty."""
         return cast(FrozenSet[str], self._ask("grad_free_functions", self._grad_free_functions))
 
     def _grad_free_functions(self) -> FrozenSet[str]:
         if self._chunked or ("no_grad" not in self.text and "inference_mode" not in self.text
                              and "set_grad_enabled" not in self.text):
             return frozenset()
+        from torchlint.project import _is_program_root
+
+        if not _is_program_root(self.tree):
+            return frozenset()  # a module's function: another file may call it with gradients on
         defs = {s.name for s in self.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         calls: Dict[str, List[Tuple[bool, Optional[str]]]] = {}
         named: Set[str] = set()  # read other than as a call's callee
