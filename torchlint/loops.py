@@ -47,9 +47,10 @@ def is_training_loop(ctx, loop: cst.CSTNode) -> bool:
         return False
 
     def compute():
-        if isinstance(loop, cst.For) and (is_loader_expression(ctx, loop.iter) or draws_batches(ctx, loop)):
+        if isinstance(loop, cst.For) and is_loader_expression(ctx, loop.iter):
             return True
-        return calls_gradient_step(ctx, loop)
+        # the gradient step first: the model's batch facts are read only for loops without one
+        return calls_gradient_step(ctx, loop) or (isinstance(loop, cst.For) and draws_batches(ctx, loop))
 
     return memo(ctx, "training_loop", loop, compute)
 
@@ -60,6 +61,14 @@ def draws_batches(ctx, loop: cst.For) -> bool:
     A loop over a batch's own elements (``for image in images``) is not one."""
     from torchlint.model import scope_of
 
+    source = loop.iter
+    while isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value in ("enumerate", "tqdm"):
+        if not source.args:
+            return False
+        source = source.args[0].value
+    if isinstance(source, (cst.List, cst.Tuple, cst.Set, cst.SimpleString, cst.Integer)) or (
+            isinstance(source, cst.Call) and isinstance(source.func, cst.Name) and source.func.value in ("range", "len")):
+        return False  # numbers, literals: no batch is drawn (most loops: asked before any scan)
     batches = ctx.model.batch_names(scope_of(ctx.ancestors))
     if not batches:
         return False

@@ -71,13 +71,20 @@ def _loader_class_call(node: cst.Call, ctx) -> bool:
     only to such classes (``cls = DataLoader if plain else IterableDataLoader``). Its keywords are
     DataLoader's; its positional order may not be."""
     func = node.func
-    if not isinstance(func, cst.Name):
-        return False
-    name = func.value  # the whole-file model's names first: most calls are of none of them
-    if (name not in ctx.model.loader_classes() and name not in ctx.model.loader_choices()
-            and ctx.project.subclasses.get(name) != DATALOADER):
-        return False
+    if not isinstance(func, cst.Name) or func.value not in _class_names(ctx):
+        return False  # the whole-file model's names first: most calls are of none of them
     return _names_loader_class(func, ctx, 0)
+
+
+def _class_names(ctx) -> frozenset:
+    """The names a loader class may be called by in this file (the model's classes and choices,
+    the project's subclasses of torch's DataLoader), asked once per file."""
+    names = getattr(ctx, "_tl_loader_class_names", None)
+    if names is None:
+        names = ctx.model.loader_classes() | ctx.model.loader_choices() | frozenset(
+            name for name, base in ctx.project.subclasses.items() if base == DATALOADER)
+        ctx._tl_loader_class_names = names
+    return names
 
 
 def _names_loader_class(name: cst.BaseExpression, ctx, depth: int) -> bool:
