@@ -331,7 +331,10 @@ def test_target_torch_version_inferred_from_dependencies(project):
     assert SettingsResolver(cwd=str(project)).for_path("t.py").target_torch_version == (2, 1)
     (project / "pyproject.toml").write_text("[tool.torchlint]\ntarget-torch-version = '1.12'\n[project]\nname='x'\ndependencies=['torch>=2.0']\n")
     assert SettingsResolver(cwd=str(project)).for_path("t.py").target_torch_version == (1, 12)
+    # torchvision 0.5 was built for torch 1.4: with no torch declared, it declares torch (issue 29)
     (project / "pyproject.toml").write_text("[project]\nname='x'\ndependencies=['torchvision>=0.5']\n")
+    assert SettingsResolver(cwd=str(project)).for_path("t.py").target_torch_version == (1, 4)
+    (project / "pyproject.toml").write_text("[project]\nname='x'\ndependencies=['torchmetrics>=0.5']\n")
     from torchlint.torch_api import DEFAULT_TORCH_VERSION
 
     assert SettingsResolver(cwd=str(project)).for_path("t.py").target_torch_version == DEFAULT_TORCH_VERSION
