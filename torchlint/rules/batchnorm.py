@@ -178,7 +178,7 @@ class ConvBiasBeforeBatchNorm(Rule):
     message = "Conv bias is cancelled by the BatchNorm that follows; pass `bias=False`"
     hint = "BatchNorm subtracts the per-channel mean, so the bias only adds parameters and work."
     default_norm_message = "Conv bias is cancelled by the BatchNorm `{param}` defaults to; pass `bias=False` for it"
-    conditional_message = "Conv bias is cancelled by the BatchNorm that follows when `{test}` is true; pass `bias={bias}`"
+    conditional_message = "Conv bias is cancelled by a BatchNorm that follows when `{test}`; pass `bias={bias}`"
     requires = (("Conv",), ("BatchNorm",))
     # every finding needs a norm its code (or a module-level alias) names: a call, a default
     ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True)
