@@ -74,7 +74,6 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
     code = "TL407"
     statement_local = False  # reads models and functions of the same file
-    preview = True  # no finding on real code yet to show its precision
     name = "softmax-before-cross-entropy"
     summary = "`CrossEntropyLoss`/`cross_entropy` (or `NLLLoss`) applied to the output of `softmax`."
     message = "`{loss}` is given the output of `softmax`; pass the raw logits"

@@ -71,7 +71,6 @@ class NonBlockingTransfer(Rule):
     ast_candidate = staticmethod(lambda index: bool(index.method_calls("to", "cuda"))
                                  and index.whole().mentions("pin_memory"))
     fix_applicability = SAFE
-    preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
     uses_project = True  # FileModel.uses_accelerator's project half
 
