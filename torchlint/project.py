@@ -686,7 +686,11 @@ def _program_facts(summary: dict, tree: ast.Module, text: Optional[str], deps: S
     root = _is_program_root(tree)
     if root:
         summary["root"] = True
-    if text is not None and (root or "." not in summary["module"]) and not touches_accelerator(text, tree):
+    module = summary["module"]
+    top = module.split(".", 1)[0]
+    # a packaged file importing its own package reaches a module never read (unknown): not read
+    packaged = "." in module and any(d == top or d.startswith(top + ".") for d in deps)
+    if text is not None and (root or "." not in module) and not packaged and not touches_accelerator(text, tree):
         summary["cpu"] = True
     if deps:
         summary["deps"] = sorted(deps)
