@@ -34,7 +34,7 @@ from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 5
+SUMMARY_VERSION = 6
 # Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
 # TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
@@ -411,7 +411,7 @@ class _Summarizer:
                 continue
             if isinstance(node, ast.Call):
                 if not guarded:  # a call under `if should_log:` does not run every time
-                    self.call(node, record, in_loop, local_imports)
+                    self.call(node, record, in_loop, local_imports, loader_names)
             elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1:
                 target, callee = node.targets[0], _dotted(node.value.func)
                 if isinstance(target, ast.Name) and callee:
@@ -439,10 +439,16 @@ class _Summarizer:
             for child in reversed(_child_nodes(node)):
                 stack.append((child, in_loop, guarded))
 
-    def call(self, node: ast.Call, record: dict, per_step: bool, local_imports: Dict[str, str]) -> None:
+    def call(self, node: ast.Call, record: dict, per_step: bool, local_imports: Dict[str, str],
+             instances: Optional[Dict[str, str]] = None) -> None:
         callee = _dotted(node.func)
         if callee is None:
             return
+        head, _, method = callee.partition(".")
+        bound = instances.get(head) if instances and method and "." not in method else None
+        if bound is not None and bound.rsplit(".", 1)[-1][:1].isupper():
+            # `ada = AdaptiveAugment(...)` then `ada.tune(pred)`: the class's method (issue 29 class 3)
+            callee = f"{bound}.{method}"
         if _is_gradient_step(node) and node.func.attr == "step":
             # optimizer.step(closure): the closure runs every time a step is taken
             for arg in node.args[:1]:

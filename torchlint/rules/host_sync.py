@@ -105,6 +105,20 @@ _MASK_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "eq", "ne", "gt", "g
                               "logical_or", "logical_not"})
 
 
+def _in_grad_off_block(ctx) -> bool:
+    """Inside ``with torch.no_grad()``/``inference_mode()`` in a function that runs every training
+    step: a block set apart for evaluation. A ``@torch.no_grad()`` decorator on the function itself
+    is not (issue 29 class 3: stylegan2-ada's ``AdaptiveAugment.tune`` syncs every step)."""
+    from torchlint.loops import _GRAD_OFF
+
+    for node in ctx.ancestors:
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if isinstance(item.item, cst.Call) and ctx.resolve_call(item.item) in _GRAD_OFF:
+                    return True
+    return False
+
+
 def _counts_over(iterated: cst.BaseExpression) -> bool:
     """``range(len(t))``, ``range(t.size(0))``, ``range(t.shape[0])``: a loop over positions."""
     if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Name) and iterated.func.value == "range"
@@ -331,7 +345,7 @@ class HostSyncInLoop(Rule):
         if why is None:
             return None
         func = enclosing_function(self.ctx)
-        if under_periodic_guard(self.ctx, func, node) or grad_disabled(self.ctx):
+        if under_periodic_guard(self.ctx, func, node) or _in_grad_off_block(self.ctx):
             return None
         return f"in `{func.name.value}`, which runs every step ({why}),"
 
@@ -434,7 +448,7 @@ class HostSyncInLoop(Rule):
         if why is None:
             return
         func = enclosing_function(self.ctx)
-        if under_periodic_guard(self.ctx, func, node) or grad_disabled(self.ctx) or self._already_on_host(node):
+        if under_periodic_guard(self.ctx, func, node) or _in_grad_off_block(self.ctx) or self._already_on_host(node):
             return
         self.report(node, self._helper_template.format(method=first),
                     hint=self._helper_hint.format(name=func.name.value, why=why))
