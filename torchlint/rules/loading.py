@@ -244,6 +244,8 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         # `def cycle(dl): while True: for b in dl: yield b` iterates whatever loader it is given again
         self.repeating: Dict[int, Tuple[cst.FunctionDef, Set[str]]] = {}
         self._preparing: Set[int] = set()  # `accelerator.prepare(...)` calls being followed
+        self.appended: Dict[str, List[cst.Call]] = {}  # list -> loaders appended to it
+        self.restarted_lists: Set[str] = set()  # lists whose loaders are restarted on StopIteration
 
     def loader_factory(self, call: cst.Call) -> List[cst.Call]:
         """The loader calls a call that is not torch's ``DataLoader(...)`` gives: a subclass's own
@@ -272,6 +274,30 @@ class DataLoaderPersistentWorkers(_LoaderRule):
             self.calls_in_loops.append((node, list(self.ctx.ancestors)))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "fit":
             self._fitted(node)
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" and len(node.args) == 1:
+            owner = dotted_name(node.func.value)  # `self.loaders.append(loader)`: kept for a restart
+            if owner is not None:
+                self.appended.setdefault(owner, []).extend(
+                    self.ctx.semantic.loader_calls(node.args[0].value, self.loader_factory))
+        elif (isinstance(node.func, cst.Name) and node.func.value == "iter" and len(node.args) == 1
+              and not self.ctx.semantic.lookup(node.func)):  # the builtin
+            self._restarted(node.args[0].value)
+
+    def _restarted(self, iterable: cst.BaseExpression) -> None:
+        """``iter(loader)`` again in an ``except StopIteration:`` (a step loop that restarts the
+        loader when it runs out, minGPT, deep-text-recognition): a pass per restart."""
+        handler = next((a for a in reversed(self.ctx.ancestors) if isinstance(a, (cst.ExceptHandler, cst.FunctionDef))), None)
+        if not isinstance(handler, cst.ExceptHandler) or handler.type is None:
+            return
+        types = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
+        if not any(dotted_name(t.value if isinstance(t, cst.Element) else t) == "StopIteration" for t in types):
+            return
+        if isinstance(iterable, cst.Subscript):  # `iter(self.loaders[i])`
+            owner = dotted_name(iterable.value)
+            if owner is not None:
+                self.restarted_lists.add(owner)
+            return
+        self.per_epoch.update(id(c) for c in self.ctx.semantic.loader_calls(iterable, self.loader_factory))
 
     def _fitted(self, node: cst.Call) -> None:
         """``trainer.fit(model, train_loader, val_loader)`` on a Lightning ``Trainer``: the
@@ -359,6 +385,8 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         semantic = self.ctx.semantic
         if self.repeating:
             self._loaders_given_to_repeating(node)
+        for owner in self.restarted_lists:
+            self.per_epoch.update(id(c) for c in self.appended.get(owner, ()))
         for call, ancestors in self.calls_in_loops:
             epoch = next((a for a in reversed(ancestors) if isinstance(a, (cst.For, cst.While))), None)
             if epoch is None or _single_epoch(epoch):
