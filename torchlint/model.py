@@ -438,6 +438,24 @@ class FileModel:
             return mode_free_classes(tree, AstIndex(tree, self.text).bindings())
         return mode_free_classes(self.tree, self.index.bindings())
 
+    # -- cross-file halves of mode and evaluation facts (issue 29 classes 3 and 8; W3) ------------
+    # From the project index (``FileFacts.mode_free``/``eval_helpers``): their digest is in the
+    # file's facts digest, which keys its cached and kept findings (the rules asking set
+    # ``uses_project``), so they need no recorded answer here.
+    def is_mode_free_class(self, spelled: str) -> bool:
+        """Does the class spelt ``spelled`` at a call (``Generator``, ``model.Generator``)
+        compute the same in training and eval mode: a class of this file, or of another project
+        file it imports?"""
+        if "." not in spelled and spelled in self.mode_free_classes():
+            return True
+        return self.project is not None and spelled in self.project.mode_free
+
+    def evaluation_helper(self, spelled: str) -> Optional[Tuple[str, int, str, int, str]]:
+        """(loader parameter, position, model parameter, position, where) when ``spelled``, a
+        function this file imports from another project file, runs its model parameter over
+        its loader parameter with gradients and the mode left to the caller; else None."""
+        return self.project.eval_helpers.get(spelled) if self.project is not None else None
+
     # -- periodic tests held in a name (issue 29, TL201/TL204/TL206/TL501: "does this run every step") --
     def periodic_names(self) -> FrozenSet[Tuple[Scope, str]]:
         """(scope, name) for each name that holds a test true on few iterations, so that ``if

@@ -572,22 +572,28 @@ def check_code_size(nb: Notebook, settings) -> None:
 def lint_notebook(raw: str, path: str, settings, *, incremental: bool = False, project=None) -> List[Diagnostic]:
     """Findings for the notebook JSON ``raw``, positioned in cells (``Diagnostic.cell``).
     Raises ``UnreadableFile`` for text that is not a notebook. A notebook is its own project
-    (no module imports it): ``project`` facts from the project index are not used, so a check
-    and a fix see the same per-step functions."""
+    (no module imports it): of the ``project`` facts from the project index only the cross-file
+    half is used (``FileFacts.cross_file``: helpers and classes of the modules it may import),
+    so that a check and a fix see the same per-step functions."""
     nb = parse_notebook(raw, path)
     if not nb.is_python:
         return []
     check_code_size(nb, settings)
     program = program_of(nb)
-    return to_cells(program, _lint_program(program, path, settings, incremental), path, settings)
+    return to_cells(program, _lint_program(program, path, settings, incremental, project), path, settings)
 
 
-def _lint_program(program: Program, path: str, settings, incremental: bool = False) -> List[Diagnostic]:
-    from torchlint.engine import lint_source
+def _lint_program(program: Program, path: str, settings, incremental: bool = False, project=None) -> List[Diagnostic]:
+    from torchlint.engine import lint_source, single_file_facts
 
     if not program.text.strip():
         return []
-    return lint_source(program.text, path, settings, incremental=incremental)
+    facts = None
+    if project is not None and project.cross_file().digest:
+        # the functions and classes it imports from the project's modules (W3: TL402, TL902),
+        # with the facts the notebook gives itself
+        facts = single_file_facts(program.text, path).with_cross_file(project)
+    return lint_source(program.text, path, settings, incremental=incremental, project=facts)
 
 
 def to_cells(program: Program, diagnostics: Sequence[Diagnostic], path: str, settings) -> List[Diagnostic]:

@@ -25,7 +25,7 @@ import re
 import sys
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
@@ -34,7 +34,7 @@ from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 6
+SUMMARY_VERSION = 7
 # Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
 # TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
@@ -67,18 +67,42 @@ class FileFacts:
     #: not "": a program this file is part of wraps a model in ``DistributedDataParallel`` (a model
     #: a training loop here is handed may be that one: TL403); says where
     ddp_program: str = ""
+    #: name as this file spells it at a call (``calc_loss_loader``, ``gpt_train.calc_loss_loader``)
+    #: -> (loader parameter, its position, model parameter, its position, where): functions of
+    #: another project file that run the model parameter over the loader parameter with
+    #: gradients left to the caller (W3, TL402: the caller's mode and no_grad decide)
+    eval_helpers: Mapping[str, Tuple[str, int, str, int, str]] = field(default_factory=dict)
+    #: classes of other project files, as this file spells them (``Generator``, ``model.Generator``),
+    #: that compute the same in training and eval mode (W3, TL902; ``modefacts``)
+    mode_free: FrozenSet[str] = frozenset()
 
     @cached_property
     def digest(self) -> str:
         if (not self.per_step and not self.moved_loaders and not self.subclasses and not self.cpu_program
-                and not self.inference_program and not self.ddp_program):
+                and not self.inference_program and not self.ddp_program and not self.eval_helpers
+                and not self.mode_free):
             return ""
         data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
                            sorted(self.subclasses.items())] + ([sorted(self.sites.items())] if self.sites else [])
                           + ([self.cpu_program] if self.cpu_program else [])
                           + ([["inference", self.inference_program]] if self.inference_program else [])
-                          + ([["ddp", self.ddp_program]] if self.ddp_program else []))
+                          + ([["ddp", self.ddp_program]] if self.ddp_program else [])
+                          + ([["eval", sorted(self.eval_helpers.items())]] if self.eval_helpers else [])
+                          + ([["mode_free", sorted(self.mode_free)]] if self.mode_free else []))
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+
+    def cross_file(self) -> "FileFacts":
+        """Only the facts that come from other files' definitions (what a notebook, which is its
+        own project otherwise, takes from the index: ``notebook.lint_notebook``)."""
+        if not self.eval_helpers and not self.mode_free:
+            return EMPTY_FACTS
+        return FileFacts(eval_helpers=self.eval_helpers, mode_free=self.mode_free)
+
+    def with_cross_file(self, other: "FileFacts") -> "FileFacts":
+        """These facts with ``other``'s cross-file half (``cross_file``) in place of their own."""
+        if not other.eval_helpers and not other.mode_free:
+            return self
+        return replace(self, eval_helpers=other.eval_helpers, mode_free=other.mode_free)
 
     def to_json(self) -> list:
         """[] for no facts; else what ``from_json`` reads back (the results cache's project file)."""
@@ -86,7 +110,7 @@ class FileFacts:
             return []
         row: list = [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
         extras: list = [{why: list(site) for why, site in self.sites.items()}, self.cpu_program, self.inference_program,
-                        self.ddp_program]
+                        self.ddp_program, {k: list(v) for k, v in self.eval_helpers.items()}, sorted(self.mode_free)]
         while extras and not extras[-1]:  # trailing empty extras are left out
             extras.pop()
         return row + extras
@@ -99,14 +123,19 @@ class FileFacts:
         sites = rest[0] if rest else {}
         cpu = rest[1] if len(rest) >= 2 else ""
         inference = rest[2] if len(rest) >= 3 else ""
-        ddp = rest[3] if len(rest) == 4 else ""
+        ddp = rest[3] if len(rest) >= 4 else ""
+        helpers = rest[4] if len(rest) >= 5 else {}
+        mode_free = rest[5] if len(rest) >= 6 else []
         if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)
                 and isinstance(sites, dict) and isinstance(cpu, str) and isinstance(inference, str)
-                and isinstance(ddp, str) and len(rest) <= 4):
+                and isinstance(ddp, str) and isinstance(helpers, dict) and isinstance(mode_free, list)
+                and len(rest) <= 6):
             raise ValueError("bad facts")
         return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
                          {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()},
-                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu, inference, ddp)
+                         {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu, inference, ddp,
+                         {str(k): (str(v[0]), int(v[1]), str(v[2]), int(v[3]), str(v[4])) for k, v in helpers.items()},
+                         frozenset(str(n) for n in mode_free))
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -677,6 +706,8 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
     summary = summarizer.run(tree)
     _program_facts(summary, tree, text, summarizer.deps)
     _training_facts(summary, text)
+    _evaluation_helpers(summary, tree)
+    _class_facts(summary, tree, text)
     if reuse is not None:  # the functions edited away: their records (and nodes) are dropped
         for key in [k for k in reuse if k not in summarizer._used]:
             del reuse[key]
@@ -721,6 +752,123 @@ def _training_facts(summary: dict, text: Optional[str]) -> None:
         summary["untrained"] = True
     if any(word in text for word in TRAINING_QUESTIONS):
         summary["asks_training"] = True
+
+
+# -- evaluation helpers and mode-free classes for other files (W3, issue 29 classes 3 and 8) --------
+#: Names in a function that decide about gradients or the mode, or train: the caller cannot decide
+_GRAD_WORDS = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "enable_grad", "backward", "step",
+                         "zero_grad", "eval", "train", "requires_grad", "requires_grad_", "grad", "autograd",
+                         "manual_backward", "eval_mode"})
+_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+
+
+def _evaluation_helpers(summary: dict, tree: ast.Module) -> None:
+    """``evaluates``: name -> [loader parameter, its position, model parameter, its position,
+    line] for the module-level functions that loop over a parameter (``for b in data_loader``,
+    through ``enumerate``/``tqdm``) and, in the loop, call another parameter (``model(x)``,
+    ``model.forward(x)``) or hand it to a module-level function of the file that calls it
+    (``calc_loss_batch(x, y, model, device)``), with no decorator and nothing about gradients or
+    the mode in either (no ``no_grad``, ``backward``, ``.step()``, ``.eval()``...): the caller's
+    mode and gradients decide (TL402 at the caller, ``ProjectIndex.eval_helpers``)."""
+    functions = {n.name: n for stmt in tree.body for n in _module_level(stmt)
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found: Dict[str, list] = {}
+    runs: Dict[Tuple[str, int], bool] = {}
+
+    def clean(function) -> bool:
+        for node in ast.walk(function):
+            kind = type(node)
+            if (kind is ast.Name and node.id in _GRAD_WORDS) or (kind is ast.Attribute and node.attr in _GRAD_WORDS):
+                return False
+        return not function.decorator_list
+
+    def runs_param(name: str, position: int) -> bool:  # a helper that calls its parameter at ``position``
+        key = (name, position)
+        if key not in runs:
+            helper = functions.get(name)
+            params = _positional(helper) if helper is not None else []
+            runs[key] = (helper is not None and position < len(params) and clean(helper) and any(
+                type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == params[position]
+                for n in ast.walk(helper)))
+        return runs[key]
+
+    for name, function in functions.items():
+        params = _positional(function)
+        if len(params) < 2 or type(function) is ast.AsyncFunctionDef:
+            continue
+        for loop in _for_statements(function.body):
+            iterable = loop.iter
+            while type(iterable) is ast.Call and iterable.args and _dotted(iterable.func) in _ITERATION_WRAPPERS:
+                iterable = iterable.args[0]
+            if type(iterable) is not ast.Name or iterable.id not in params:
+                continue
+            model = _model_run(loop, params, iterable.id, runs_param)
+            if model is not None and clean(function):
+                found[name] = [iterable.id, params.index(iterable.id), model, params.index(model), function.lineno]
+                break
+    if found:
+        summary["evaluates"] = found
+
+
+def _for_statements(statements) -> Iterable[ast.For]:
+    """The ``for`` statements among these and their blocks (statements only, no nested scope)."""
+    stack = list(statements)
+    while stack:
+        stmt = stack.pop()
+        kind = type(stmt)
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) or kind in _SIMPLE:
+            continue
+        if kind is ast.For:
+            yield stmt
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(stmt, name, ()) or ())
+
+
+def _positional(function) -> List[str]:
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+
+
+def _model_run(loop: ast.For, params: List[str], loader: str, runs_param) -> Optional[str]:
+    """The parameter (not ``loader``) that the loop's body calls, directly or through a helper."""
+    for node in _own_nodes(loop.body):
+        if type(node) is not ast.Call:
+            continue
+        func = node.func
+        if type(func) is ast.Attribute and func.attr == "forward":
+            func = func.value
+        if type(func) is ast.Name and func.id in params and func.id != loader:
+            return func.id
+        if type(node.func) is ast.Name and not any(type(a) is ast.Starred for a in node.args):
+            for i, arg in enumerate(node.args):
+                if type(arg) is ast.Name and arg.id in params and arg.id != loader and runs_param(node.func.id, i):
+                    return arg.id
+    return None
+
+
+#: a file that may give a model weights (TL902 asks whether its classes read the mode)
+_LOADS_WEIGHTS = "load_state_dict"
+
+
+def _class_facts(summary: dict, tree: ast.Module, text: Optional[str]) -> None:
+    """``loads_weights``: the file spells ``load_state_dict`` (its imported project classes are
+    judged in phase 2, ``ProjectIndex.mode_free``); ``class_text``: a hash of the module-level
+    statements a class's mode depends on (classes, functions, imports, assignments), so that an
+    edit there builds the index again (the judgement of an importer's class is in its facts)."""
+    if text is None:
+        return
+    if _LOADS_WEIGHTS in text:
+        summary["loads_weights"] = True
+    if "class" not in text or not any(type(n) is ast.ClassDef for n in tree.body):
+        return
+    starts = line_starts(text)
+    digest = hashlib.blake2b(digest_size=8)
+    for stmt in tree.body:
+        if type(stmt) in (ast.Expr, ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith):
+            continue  # a script's own code: no class reads it
+        first = stmt.decorator_list[0].lineno if getattr(stmt, "decorator_list", None) else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        digest.update(text[starts[first - 1]:starts[min(last, len(starts) - 1)]].encode("utf-8", "surrogatepass"))
+    summary["class_text"] = digest.hexdigest()
 
 
 def _is_program_root(tree: ast.Module) -> bool:
@@ -847,9 +995,101 @@ class ProjectIndex:
         cpu = self.cpu_programs().get(path, "")
         inference = self.inference_programs.get(path, "")
         ddp = self.ddp_programs.get(path, "")
-        if not (per_step or moved or subclasses or cpu or inference or ddp):
+        helpers = self.eval_helpers(path)
+        mode_free = self.mode_free(path)
+        if not (per_step or moved or subclasses or cpu or inference or ddp or helpers or mode_free):
             return EMPTY_FACTS
-        return FileFacts(per_step, moved, subclasses, sites, cpu, inference, ddp)
+        return FileFacts(per_step, moved, subclasses, sites, cpu, inference, ddp, helpers, mode_free)
+
+    # -- what a file imports from the project (W3: evaluation helpers, mode-free classes) ----------
+    @cached_property
+    def _by_root(self) -> Dict[str, Dict[str, str]]:
+        """folder a module's name starts from (a script's folder: the first entry of its
+        ``sys.path``) -> module name -> path, for every summarised file."""
+        found: Dict[str, Dict[str, str]] = {}
+        for path, summary in sorted(self.summaries.items()):
+            found.setdefault(_import_root(path, summary["module"]), {}).setdefault(summary["module"], path)
+        return found
+
+    def _imported(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
+        """(path, the rest of the name) of the project module the import ``dotted`` names,
+        looked up from ``importer``'s folder as Python does for a script or notebook there (a
+        folder of scripts often has its own ``model.py``); a dotted package name anywhere in
+        the project."""
+        summary = self.summaries.get(importer)
+        root = _import_root(importer, summary["module"]) if summary is not None else os.path.dirname(
+            os.path.abspath(importer))
+        near = self._by_root.get(root, {})
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            module = ".".join(parts[:cut])
+            target = near.get(module) or (self.by_module.get(module) if "." in module else None)
+            if target is not None:
+                return (target, ".".join(parts[cut:])) if target != importer else None
+        return None
+
+    def _imports_of(self, path: str) -> List[Tuple[str, str, str]]:
+        """(name as ``path`` spells it, project file, name there or "" for the module itself) for
+        each import of a summarised file; for a notebook (no summary), every module its folder
+        holds, spelt by module name."""
+        summary = self.summaries.get(path)
+        if summary is None:
+            if not path.endswith(".ipynb"):
+                return []
+            root = os.path.dirname(os.path.abspath(path))
+            return [(module, target, "") for module, target in sorted(self._by_root.get(root, {}).items())]
+        found = []
+        for local, qualified in sorted(summary["imports"].items()):
+            target = self._imported(path, qualified)
+            if target is not None:
+                found.append((local, *target))
+        return found
+
+    def eval_helpers(self, path: str) -> Dict[str, Tuple[str, int, str, int, str]]:
+        """name as ``path`` spells it -> (loader parameter, position, model parameter, position,
+        where): the functions of other project files it imports that run a model parameter over
+        a loader parameter and leave gradients and the mode to the caller (``evaluates``)."""
+        found: Dict[str, Tuple[str, int, str, int, str]] = {}
+        if not self._evaluates:
+            return found
+        for local, target, name in self._imports_of(path):
+            helpers = self.summaries[target].get("evaluates")
+            if not helpers:
+                continue
+            for function, (loader, li, model, mi, line) in sorted(helpers.items()):
+                if not name or name == function:
+                    key = f"{local}.{function}" if not name else local
+                    found[key] = (loader, li, model, mi, f"{_short(target)}:{line}")
+        return found
+
+    @cached_property
+    def _evaluates(self) -> bool:
+        return any(s.get("evaluates") for s in self.summaries.values())
+
+    def mode_free(self, path: str) -> FrozenSet[str]:
+        """Names ``path`` spells for the classes of other project files it imports that compute
+        the same in training and eval mode (``modefacts``), for a file that gives a model
+        weights (``loads_weights``). Each such file is read and judged once, here."""
+        summary = self.summaries.get(path)
+        if summary is None or not summary.get("loads_weights"):
+            return frozenset()
+        found: Set[str] = set()
+        for local, target, name in self._imports_of(path):
+            classes = self.summaries[target].get("classes", {})
+            if not classes or (name and name not in classes):
+                continue
+            free = self._mode_free_of(target)
+            if name and name in free:
+                found.add(local)
+            elif not name:
+                found.update(f"{local}.{c}" for c in free)
+        return frozenset(found)
+
+    def _mode_free_of(self, path: str) -> FrozenSet[str]:
+        cache = self.__dict__.setdefault("_mode_free_cache", {})
+        if path not in cache:
+            cache[path] = _judge_classes(path)
+        return cache[path]
 
     # -- programs on the host ---------------------------------------------------------------------
     def cpu_programs(self) -> Dict[str, str]:
@@ -1015,6 +1255,35 @@ class ProjectIndex:
 
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"
+
+
+def _import_root(path: str, module: str) -> str:
+    """The folder ``module`` (the dotted name of ``path``) is imported from."""
+    folder = os.path.dirname(os.path.abspath(path))
+    levels = module.count(".") + (1 if os.path.basename(path).startswith("__init__.") else 0)
+    for _ in range(levels):
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def _judge_classes(path: str) -> FrozenSet[str]:
+    """The mode-free classes of the file at ``path`` (``modefacts``), read from disk; none when
+    it cannot be read or parsed."""
+    import warnings
+
+    from torchlint.astindex import AstIndex
+    from torchlint.modefacts import mode_free_classes
+    from torchlint.source import UnreadableFile, decode_source
+
+    try:
+        with open(path, "rb") as handle:
+            text = decode_source(handle.read(), path).text
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=path)
+    except (OSError, UnreadableFile, SyntaxError, ValueError, MemoryError, RecursionError):
+        return frozenset()
+    return mode_free_classes(tree, AstIndex(tree, text).bindings())
 
 
 def _calls_ddp(summary: dict) -> bool:

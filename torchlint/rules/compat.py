@@ -192,6 +192,7 @@ class EvalAfterLoadStateDict(Rule):
     preview = True
     fix_applicability = UNSAFE
     tags = ("correctness",)
+    uses_project = True  # classes of other project files that read no mode (``FileFacts.mode_free``)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         name = node.name.value.lower()
@@ -249,8 +250,8 @@ class EvalAfterLoadStateDict(Rule):
         if resolved.startswith("torchvision.models."):
             return True
         last = dotted_name(call.func)
-        if isinstance(call.func, cst.Name) and call.func.value in self.ctx.model.mode_free_classes():
-            return False  # a class of the file without dropout or batch norm: eval() changes nothing
+        if last is not None and self.ctx.model.is_mode_free_class(last):
+            return False  # a class (of the file or one it imports) without dropout or batch norm: eval() changes nothing
         if isinstance(call.func, cst.Name) and self.ctx.semantic.lookup(call.func) is None:
             return False  # bound nowhere we can see (a cell that does not parse, a star import): unknown
         last = last.rsplit(".", 1)[-1] if last else ""

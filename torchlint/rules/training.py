@@ -1156,6 +1156,46 @@ class NoGradInEval(Rule):
     walk_candidate = staticmethod(lambda index: index.loader_loops())
     tags = ("performance", "memory")
     fix_applicability = UNSAFE
+    # an evaluation helper of another project file called here (``FileFacts.eval_helpers``)
+    uses_project = True
+    helper_message = "`{helper}` runs `{model}` with autograd on; call it under `torch.no_grad()`"
+    helper_hint = (
+        "`{helper}` ({where}) runs the model over every batch of `{loader}` and leaves gradients to its caller: "
+        "each forward records a graph for a backward that never comes."
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """``calc_loss_loader(val_loader, model, device)`` after ``model.eval()`` with gradients
+        on, where the function, imported from another project file, runs the model over the
+        loader and leaves gradients to its caller (issue 29, class 3)."""
+        ctx = self.ctx
+        facts = ctx.project
+        if not facts.eval_helpers:
+            return
+        spelled = dotted_name(node.func)
+        if spelled is None or ctx.semantic.resolve(node.func) is None:
+            return  # not an imported name here (a local of the same name)
+        helper = ctx.model.evaluation_helper(spelled)
+        if helper is None:
+            helper = ctx.model.evaluation_helper(ctx.semantic.resolve(node.func) or "")
+        if helper is None:
+            return
+        loader_param, loader_at, model_param, model_at, where = helper
+        loader, model = _argument(node, loader_param, loader_at), _argument(node, model_param, model_at)
+        name = dotted_name(model) if model is not None else None
+        if loader is None or name is None or not is_loader_expression(ctx, loader) or grad_disabled(ctx):
+            return
+        if any(isinstance(a, cst.With) and any(_turns_grad_off(ctx.semantic, i.item) for i in a.items)
+               for a in ctx.ancestors):
+            return
+        function = enclosing_function(ctx)
+        if function is not None and (_needs_gradients(ctx, function, False) or not _called_with_grad_on(ctx, function, 0)):
+            return
+        if _mode_at_call(ctx, function or ctx.module, node, name) != "eval":
+            return
+        loader_name = dotted_name(loader) or loader_param
+        self.report(node, self.helper_message.format(helper=spelled, model=name),
+                    hint=self.helper_hint.format(helper=spelled, where=where, loader=loader_name))
 
     def visit_For(self, node: cst.For) -> None:
         ctx = self.ctx
@@ -1222,6 +1262,47 @@ class NoGradInEval(Rule):
             message = f"Run the loop under `with {torch_name}.{mode}():`"
         edits = (edit,) if import_edit is None else (import_edit, edit)
         return FixSpec(UNSAFE, message, edits)
+
+
+def _argument(call: cst.Call, param: str, position: int) -> Optional[cst.BaseExpression]:
+    """The value ``call`` hands the parameter ``param`` at ``position`` (by keyword, or
+    positionally with no star or keyword before it), or None."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    if position < len(call.args) and all(a.keyword is None and not a.star for a in call.args[:position + 1]):
+        return call.args[position].value
+    return None
+
+
+# A call handing the model to a function named for training may leave it in training mode.
+_TRAINING_CALL = re.compile(r"train|fit|tune", re.IGNORECASE)
+
+
+def _mode_at_call(ctx, scope, call: cst.Call, model: str) -> Optional[str]:
+    """"eval"/"train" for ``model`` at ``call``: the last ``model.eval()`` / ``model.train(...)``
+    of ``scope``'s own code before it (a notebook's earlier cells are module code), None when
+    unknown or when, since, the model was handed to a function named for training
+    (``train_model(model, ...)`` leaves it in training mode)."""
+    def compute():
+        mode: Optional[str] = None
+        body = scope.body if scope is not ctx.module else scope
+        for node in walk(body, scope_types()):
+            if node is call:
+                break
+            if not isinstance(node, cst.Call):
+                continue
+            modes: Dict[str, str] = {}
+            _record_mode(node, modes)
+            if model in modes:
+                mode = modes[model]
+            elif mode is not None and any(dotted_name(a.value) == model for a in node.args):
+                callee = dotted_name(node.func) or ""
+                if _TRAINING_CALL.search(callee.rsplit(".", 1)[-1]):
+                    mode = None
+        return mode
+
+    return memo(ctx, f"mode_at_call_{model}", call, compute)
 
 
 def _modes_before(ctx, scope, loop) -> Dict[str, str]:
