@@ -14,6 +14,7 @@ from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import with_keyword_args
 from torchlint.heuristics import is_accelerator_device, moves_to_accelerator
 from torchlint.rules.base import Rule
+from torchlint.rules.loading import _is_loader_call, _loader_class_call
 from torchlint.syntax import (
     name_tokens,
     body_simple_statements,
@@ -51,6 +52,21 @@ _STREAM_WORDS = frozenset({"experience", "replay", "rollout", "rollouts", "episo
 # multiply memory, and the cap keeps a small machine from being oversubscribed.
 DEFAULT_WORKERS = "min(4, os.cpu_count() or 1)"
 
+
+
+# A loader class under another name: `class AudioDataLoader(DataLoader)`, `import ... ThreadDataLoader`,
+# `cls = DataLoader if streaming else IterableLoader` (the model's loader_classes/loader_choices).
+_OTHER_LOADER_NAME = re.compile(r"\w+DataLoader\b|\bDataLoader\s+if\b|\belse\s+DataLoader\b|\(\s*DataLoader\s*\)")
+
+
+def _may_call_a_loader(index) -> bool:
+    """A call of torch's DataLoader, or a name that may be a subclass or library loader."""
+    return index.called("DataLoader") or bool(index.lines_matching(_OTHER_LOADER_NAME))
+
+
+def _position(node: cst.Call, ctx, index: int) -> Optional[int]:
+    """DataLoader's positional index for torch's own class; None (keyword only) for others."""
+    return index if _is_dataloader(node, ctx) else None
 
 
 def _is_dataloader(node: cst.Call, ctx) -> bool:
@@ -364,9 +380,9 @@ class DataLoaderPinMemory(Rule):
     message = "Batches go to the GPU from pageable memory; pass `pin_memory=True` to this `DataLoader`"
     hint = "Pinned memory makes the copy faster and lets `non_blocking=True` overlap it with GPU work."
     requires = (("DataLoader",),)
-    ast_candidate = staticmethod(lambda index: index.called("DataLoader"))
+    ast_candidate = staticmethod(lambda index: _may_call_a_loader(index))
     # its visits collect loader calls and loops that move what they iterate to a device
-    walk_candidate = staticmethod(lambda index: index.called("DataLoader") or any(
+    walk_candidate = staticmethod(lambda index: _may_call_a_loader(index) or any(
         any(type(p) in (ast.For, ast.AsyncFor) for p in parents) for _, parents in index.method_calls("cuda", "to")))
     fix_applicability = SAFE
     uses_project = True
@@ -377,9 +393,15 @@ class DataLoaderPinMemory(Rule):
         self.moved: Set[int] = set()  # ids of loader calls whose batches some loop moves
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not _is_dataloader(node, self.ctx) or has_star_args(node):
+        # torch's DataLoader, or a subclass / a library's loader the whole-file model knows
+        # (``monai.data.DataLoader``, ``class AudioDataLoader(DataLoader)``, ``cls = DataLoader if
+        # x else Sub``; issue 29 class 2): their keywords are DataLoader's, positions may not be.
+        if not _is_loader_call(node, self.ctx) or has_star_args(node):
             return
-        arg = get_arg(node, "pin_memory", PIN_MEMORY)
+        position = _position(node, self.ctx, PIN_MEMORY)
+        if position is None and sum(1 for a in node.args if a.keyword is None) > PIN_MEMORY:
+            return  # a subclass's positional order is its own: whether it pins is unknown
+        arg = get_arg(node, "pin_memory", position)
         if arg is not None and literal_value(arg.value) is not False:
             return  # True, or unknown
         if _compared_setting(self.ctx, node, "pin_memory", lambda v: v is True):
@@ -404,6 +426,8 @@ class DataLoaderPinMemory(Rule):
 
     def _factory_loaders(self, call: cst.Call) -> List[cst.Call]:
         """The loaders a function of this file returns, for ``loader = build_loader(...)``."""
+        if _loader_class_call(call, self.ctx):
+            return [call]
         function = self.ctx.semantic.module_function(call.func)
         return _returned_loaders(function, self.ctx) if function is not None else []
 
@@ -425,7 +449,7 @@ class DataLoaderPinMemory(Rule):
             super().report(node, message, fix, hint)
 
     def _fix(self, node: cst.Call) -> FixSpec:
-        arg = get_arg(node, "pin_memory", PIN_MEMORY)
+        arg = get_arg(node, "pin_memory", _position(node, self.ctx, PIN_MEMORY))
         true = cst.Name("True")
         if arg is None:
             edit = NodeEdit(node, with_keyword_args(node, [("pin_memory", true)]))
@@ -510,7 +534,7 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 def _returned_loaders(function: cst.FunctionDef, ctx) -> List[cst.Call]:
     found: List[cst.Call] = []
     for value in ctx.semantic.returned_values(function):
-        found += ctx.semantic.loader_calls(value)
+        found += ctx.semantic.loader_calls(value, lambda call: [call] if _loader_class_call(call, ctx) else [])
     return found
 
 
