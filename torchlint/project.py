@@ -647,18 +647,28 @@ def _returns_loader(function) -> bool:
     """Does the function return a ``DataLoader(...)`` call, directly or through a local name?"""
     loaders: Set[str] = set()
     returns: List[ast.AST] = []
+    classes: Set[str] = set()  # `cls = DataLoader if plain else IterableLoader` (W1, issue 29 class 2)
     for n in _own_nodes(function.body):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _is_loader_call(n.value):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.IfExp) and any(
+                _is_loader_class(b, ()) for b in (n.value.body, n.value.orelse)):
+            classes |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    for n in _own_nodes(function.body):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _is_loader_call(n.value, classes):
             loaders |= {t.id for t in n.targets if isinstance(t, ast.Name)}
         elif isinstance(n, ast.Return) and n.value is not None:
             returns.append(n.value)
-    return any((isinstance(r, ast.Call) and _is_loader_call(r)) or (isinstance(r, ast.Name) and r.id in loaders)
+    return any((isinstance(r, ast.Call) and _is_loader_call(r, classes)) or (isinstance(r, ast.Name) and r.id in loaders)
                for r in returns)
 
 
-def _is_loader_call(call: ast.Call) -> bool:
-    name = _dotted(call.func)
-    return bool(name) and name.rsplit(".", 1)[-1] == "DataLoader"
+def _is_loader_call(call: ast.Call, classes: Iterable[str] = ()) -> bool:
+    return _is_loader_class(call.func, classes)
+
+
+def _is_loader_class(func: ast.AST, classes: Iterable[str]) -> bool:
+    """``DataLoader``, a subclass named for it (``AudioDataLoader``), or a local bound to one."""
+    name = _dotted(func)
+    return bool(name) and (name.rsplit(".", 1)[-1].endswith("DataLoader") or name in classes)
 
 
 # `Trainer(accelerator="gpu"|"cuda", ...)` / `Trainer(gpus=1)`: Lightning moves every batch to the GPU.
