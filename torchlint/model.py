@@ -66,8 +66,10 @@ _ACCUMULATES = re.compile(rf"grad(?:{GAP}(?:\)|\.{GAP}data\b))*{GAP}(?:[-+]=|\.{
 class FileModel:
     """Facts about one file's whole text, from CPython's tree (see the module docstring)."""
 
-    def __init__(self, tree: ast.Module, text: str, index: Optional["AstIndex"] = None) -> None:
-        self.tree = tree
+    def __init__(self, tree: Optional[ast.Module], text: str, index: Optional["AstIndex"] = None) -> None:
+        #: CPython's tree of ``text``; None until a question needs it (``of_text``: many answers
+        #: come from a look at the text alone, and phase 3 of a run has no tree at hand)
+        self._tree = tree
         self.text = text
         self._index = index
         #: question -> its answer, for every question asked so far, in order
@@ -87,10 +89,21 @@ class FileModel:
         from torchlint.parsing import ast_chunks
 
         if ast_chunks(text) is None:
-            return cls(_whole_tree(text), text)
+            return cls(None, text)  # parsed when a question first needs the tree
         model = cls(_EMPTY, text)
         model._chunked = True
         return model
+
+    @property
+    def tree(self) -> ast.Module:
+        tree = self._tree
+        if tree is None:
+            tree = self._tree = _whole_tree(self.text)
+        return tree
+
+    @tree.setter
+    def tree(self, tree: ast.Module) -> None:
+        self._tree = tree
 
     @property
     def index(self) -> "AstIndex":
