@@ -428,7 +428,11 @@ class DataLoaderPinMemory(Rule):
         """The loaders a function of this file returns, for ``loader = build_loader(...)``."""
         if _loader_class_call(call, self.ctx):
             return [call]
-        function = self.ctx.semantic.module_function(call.func)
+        semantic = self.ctx.semantic
+        values = semantic.iterated_values(call)
+        if len(values) != 1 or values[0] is not call:  # `bar = tqdm(enumerate(loader))` (MONAI tutorials)
+            return semantic.loader_calls(call, self._factory_loaders)
+        function = semantic.module_function(call.func)
         return _returned_loaders(function, self.ctx) if function is not None else []
 
     def _returned_to_a_mover(self, call: cst.Call) -> bool:
