@@ -34,7 +34,7 @@ from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 7
+SUMMARY_VERSION = 8
 # Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
 # TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
@@ -286,6 +286,8 @@ class _Summarizer:
         self.imports: Dict[str, str] = {}
         #: every module (or module.name) any import of the file names, at any depth
         self.deps: Set[str] = set()
+        #: modules the file star-imports at module level (``from utils import *``, W2, issue 29 class 3)
+        self.stars: List[str] = []
         self.functions: Dict[str, dict] = {}
         self.top = {"calls": [], "step_calls": [], "moved_factories": []}
         #: An editor's records of functions whose CPython nodes are the same objects as in its
@@ -323,6 +325,8 @@ class _Summarizer:
             deps.add(f"{base}.{alias.name}" if alias.name != "*" else base)  # a module, or a name of one
             if alias.name != "*":
                 table[alias.asname or alias.name] = f"{base}.{alias.name}"
+            elif table is self.imports and base not in self.stars:
+                self.stars.append(base)
 
     def cheap_body(self, node, qualname: str, cls: Optional[ast.ClassDef], record: dict) -> None:
         """Nested functions and classes from the statements; calls from the source text, less
@@ -391,7 +395,7 @@ class _Summarizer:
                 self.add_import(node, self.imports)
         # what a function's record depends on besides its own nodes
         self._context = (self.module, self.package, tuple(sorted(self.imports.items())), self.lines is None,
-                         self.loaders_possible)
+                         self.loaders_possible, tuple(self.stars))
         if self.lines is None:
             self.body(tree.body, None, None, self.top)
         else:  # only the definitions: module-level code of a file without a gradient step
@@ -410,6 +414,11 @@ class _Summarizer:
         # A call of a bare name, or of self./cls., can only name a function of this file (phase 2
         # resolves it here): calls of names no function here bears (builtins, locals) are dropped.
         defined = {q.rpartition(".")[2] for q in self.functions}
+        if self.stars:  # a bare name no function here bears may come from a star import (W2)
+            for record in [self.top, *self.functions.values()]:
+                record["calls"] = _through_stars(record["calls"], defined, self.stars)
+                record["step_calls"] = [[c, line] for callee, line in record["step_calls"]
+                                        for c in _through_stars([callee], defined, self.stars)]
         for record in [self.top, *self.functions.values()]:
             record["calls"] = [c for c in record["calls"] if c.startswith("@") or _local_name(c) in defined]
         return {"v": SUMMARY_VERSION, "module": self.module, "imports": self.imports,
@@ -641,6 +650,19 @@ def _child_nodes(node: ast.AST) -> List[ast.AST]:
 
 
 _NODE_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _through_stars(calls: List[str], defined: Set[str], stars: List[str]) -> List[str]:
+    """A call of a bare name no function of the file bears, in a file with ``from m import *``:
+    the function ``name`` of each star-imported module (phase 2 resolves those that exist; W2,
+    issue 29 class 3: sgrvinod's ``accuracy()`` from ``utils``)."""
+    out: List[str] = []
+    for callee in calls:
+        if callee.startswith("@") or "." in callee or callee in defined:
+            out.append(callee)
+        else:
+            out.extend(f"@{star}.{callee}" for star in stars)
+    return out
 
 
 def _returns_loader(function) -> bool:
