@@ -160,7 +160,7 @@ class FileModel:
                                                  "layer_list_functions", "literal_flags", "pinned_parameters",
                                                  "loader_classes", "loader_choices", "batches", "accelerator_modules",
                                                  "accelerator_evidence", "grad_free_functions", "training_evidence",
-                                                 "periodic_names")) -> str:
+                                                 "periodic_names", "gpu_trainer")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -783,6 +783,25 @@ class FileModel:
             return True
         facts = self.project
         return facts is None or not facts.cpu_program
+
+    # -- W1: a Lightning Trainer on the GPU spelt in this file (issue 29 class 2, TL102) ----------
+    # Fact: ``gpu_trainer()``: ``{"gpu"}`` when the file's text spells a Lightning ``Trainer`` on
+    # the GPU (``accelerator="gpu"|"cuda"|"auto"``, ``gpus=1``, ``devices=1``: the project index's
+    # ``_GPU_TRAINER`` test, docstrings included) and no ``Trainer(accelerator="cpu")``; empty
+    # otherwise. TL102 asks it for the loaders handed to ``trainer.fit``: Lightning moves their
+    # batches to the device.
+    def gpu_trainer(self) -> FrozenSet[str]:
+        """``{"gpu"}`` when this file spells a Lightning Trainer on the GPU (see above)."""
+        return cast(FrozenSet[str], self._ask("gpu_trainer", self._gpu_trainer))
+
+    def _gpu_trainer(self) -> FrozenSet[str]:
+        if "Trainer" not in self.text:
+            return frozenset()
+        from torchlint.project import _CPU_TRAINER, _GPU_TRAINER
+
+        if _GPU_TRAINER.search(self.text) is None or _CPU_TRAINER.search(self.text) is not None:
+            return frozenset()
+        return frozenset({"gpu"})
 
     # -- helpers run only where gradients are off (issue 29, class 3; F1) ------------------------
     def grad_free_functions(self) -> FrozenSet[str]:

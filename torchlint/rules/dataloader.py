@@ -14,7 +14,14 @@ from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import with_keyword_args
 from torchlint.heuristics import is_accelerator_device, moves_to_accelerator
 from torchlint.rules.base import Rule
-from torchlint.rules.loading import _is_loader_call, _loader_class_call
+from torchlint.rules.loading import (
+    FIT_LOADERS,
+    _is_loader_call,
+    _lightning_trainer,
+    _loader_class_call,
+    _parameter_for,
+)
+from torchlint.semantic import PARAM
 from torchlint.syntax import (
     name_tokens,
     body_simple_statements,
@@ -391,6 +398,9 @@ class DataLoaderPinMemory(Rule):
         super().__init__(ctx)
         self.loaders: List[Tuple[cst.Call, List[cst.CSTNode]]] = []  # unpinned loaders, where they are
         self.moved: Set[int] = set()  # ids of loader calls whose batches some loop moves
+        # id(function) -> (function, its parameters a loop of it iterates and moves the items of)
+        self.moving_params: Dict[int, Tuple[cst.FunctionDef, Set[str]]] = {}
+        self.fits: List[cst.Call] = []  # `<receiver>.fit(...)` calls: a Lightning Trainer's?
 
     def visit_Call(self, node: cst.Call) -> None:
         # torch's DataLoader, or a subclass / a library's loader the whole-file model knows
@@ -408,13 +418,29 @@ class DataLoaderPinMemory(Rule):
             return  # a benchmark of loader settings: unpinned on purpose (issue 29 class 6)
         self.loaders.append((node, list(self.ctx.ancestors)))
 
+    def leave_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "fit" and node.args:
+            self.fits.append(node)
+
     def visit_For(self, node: cst.For) -> None:
         if not _body_moves_items(node, self.ctx):
             return
-        for call in self.ctx.semantic.loader_calls(node.iter, self._factory_loaders):
+        semantic = self.ctx.semantic
+        for call in semantic.loader_calls(node.iter, self._factory_loaders):
             self.moved.add(id(call))
+        function = enclosing_function(self.ctx)
+        if function is None:
+            return
+        for value in semantic.iterated_values(node.iter):  # `def train(model, data): for x in data:`
+            bindings = semantic.lookup(value) if isinstance(value, cst.Name) else None
+            if bindings and len(bindings) == 1 and bindings[0].kind == PARAM:
+                self.moving_params.setdefault(id(function), (function, set()))[1].add(value.value)
 
     def leave_Module(self, node: cst.Module) -> None:
+        if self.loaders and self.moving_params:
+            self._given_to_movers(node)
+        if self.loaders and self.fits:
+            self._given_to_a_gpu_trainer()
         walking = self.ctx.ancestors
         for call, ancestors in self.loaders:
             self.ctx.ancestors = ancestors  # report as if at the call: noqa on its statement
@@ -423,6 +449,44 @@ class DataLoaderPinMemory(Rule):
                     self.report(call, fix=self._fix(call))
             finally:
                 self.ctx.ancestors = walking
+
+    def _given_to_movers(self, module: cst.Module) -> None:
+        """Loaders handed to a function of this file whose loop iterates that parameter and moves
+        its items (``train(model, train_dataloader)``, the loop in another notebook cell; issue
+        29 class 2)."""
+        semantic = self.ctx.semantic
+        for call in walk(module):
+            if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+                continue
+            function = semantic.module_function(call.func)
+            if function is None or id(function) not in self.moving_params:
+                continue
+            params = self.moving_params[id(function)][1]
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                if _parameter_for(function, index, arg) in params:
+                    self.moved.update(id(c) for c in semantic.loader_calls(arg.value, self._factory_loaders))
+
+    def _given_to_a_gpu_trainer(self) -> None:
+        """``trainer.fit(model, train_loader, val_loader)`` on a Lightning ``Trainer`` of a file
+        that spells a GPU Trainer (``FileModel.gpu_trainer``: ``accelerator="gpu"``, ``gpus=1``):
+        Lightning moves every batch to the device."""
+        if not self.ctx.model.gpu_trainer():
+            return
+        semantic = self.ctx.semantic
+        for fit in self.fits:
+            receiver = fit.func.value if isinstance(fit.func, cst.Attribute) else None
+            values = semantic.values_of(receiver) if isinstance(receiver, cst.Name) else None
+            if not values or not all(isinstance(v, cst.Call) and _lightning_trainer(self.ctx.resolve_call(v))
+                                     for v in values):
+                continue
+            for index, arg in enumerate(fit.args):
+                if arg.star:
+                    break
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                if keyword in FIT_LOADERS or (keyword is None and index in (1, 2)):
+                    self.moved.update(id(c) for c in semantic.loader_calls(arg.value, self._factory_loaders))
 
     def _factory_loaders(self, call: cst.Call) -> List[cst.Call]:
         """The loaders a function of this file returns, for ``loader = build_loader(...)``."""
