@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from typing import Dict, FrozenSet, Optional, Set
+from typing import Dict, FrozenSet, Optional, Set, Tuple
 
 from torchlint.torch_api import canonical_name
 
@@ -163,3 +163,35 @@ def _positional_limit(name: str) -> int:
     (a layer given more may set it)."""
     return {"MultiheadAttention": 2, "LSTM": 5, "GRU": 5, "RNN": 6, "InstanceNorm1d": 4, "InstanceNorm2d": 4,
             "InstanceNorm3d": 4, "scaled_dot_product_attention": 4}.get(name, 99)
+
+
+# -- classes of another project file (W3: ``FileFacts.mode_free``) --------------------------------
+_JUDGED: Dict[Tuple[str, str], FrozenSet[str]] = {}  # (path, class_text hash) -> its mode-free classes
+
+
+def judge_file(path: str, class_text: str) -> FrozenSet[str]:
+    """The mode-free classes of the project file ``path``, read from disk once per process and
+    ``class_text`` (the hash its summary gave the statements the answer depends on); none when
+    it cannot be read or parsed."""
+    key = (path, class_text)
+    found = _JUDGED.get(key)
+    if found is None:
+        found = _JUDGED[key] = _judge(path)
+    return found
+
+
+def _judge(path: str) -> FrozenSet[str]:
+    import warnings
+
+    from torchlint.astindex import AstIndex
+    from torchlint.source import UnreadableFile, decode_source
+
+    try:
+        with open(path, "rb") as handle:
+            text = decode_source(handle.read(), path).text
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=path)
+    except (OSError, UnreadableFile, SyntaxError, ValueError, MemoryError, RecursionError):
+        return frozenset()
+    return mode_free_classes(tree, AstIndex(tree, text).bindings())

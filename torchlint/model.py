@@ -461,7 +461,13 @@ class FileModel:
         file it imports?"""
         if "." not in spelled and spelled in self.mode_free_classes():
             return True
-        return self.project is not None and spelled in self.project.mode_free
+        found = self.project.mode_free.get(spelled) if self.project is not None else None
+        if found is None:
+            return False
+        from torchlint.modefacts import judge_file
+
+        path, name, class_text = found
+        return name in judge_file(path, class_text)
 
     def evaluation_helper(self, spelled: str) -> Optional[Tuple[str, int, str, int, str]]:
         """(loader parameter, position, model parameter, position, where) when ``spelled``, a

@@ -72,9 +72,11 @@ class FileFacts:
     #: another project file that run the model parameter over the loader parameter with
     #: gradients left to the caller (W3, TL402: the caller's mode and no_grad decide)
     eval_helpers: Mapping[str, Tuple[str, int, str, int, str]] = field(default_factory=dict)
-    #: classes of other project files, as this file spells them (``Generator``, ``model.Generator``),
-    #: that compute the same in training and eval mode (W3, TL902; ``modefacts``)
-    mode_free: FrozenSet[str] = frozenset()
+    #: classes of other project files this file imports that may be models, as it spells them
+    #: (``Generator``, ``model.Generator``) -> (their file, class name, hash of the statements their
+    #: mode depends on): whether they compute the same in training and eval mode is judged where a
+    #: rule asks (W3, TL902; ``modefacts.judge_file``)
+    mode_free: Mapping[str, Tuple[str, str, str]] = field(default_factory=dict)
 
     @cached_property
     def digest(self) -> str:
@@ -88,7 +90,7 @@ class FileFacts:
                           + ([["inference", self.inference_program]] if self.inference_program else [])
                           + ([["ddp", self.ddp_program]] if self.ddp_program else [])
                           + ([["eval", sorted(self.eval_helpers.items())]] if self.eval_helpers else [])
-                          + ([["mode_free", sorted(self.mode_free)]] if self.mode_free else []))
+                          + ([["mode_free", sorted(self.mode_free.items())]] if self.mode_free else []))
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
 
     def cross_file(self) -> "FileFacts":
@@ -110,7 +112,8 @@ class FileFacts:
             return []
         row: list = [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
         extras: list = [{why: list(site) for why, site in self.sites.items()}, self.cpu_program, self.inference_program,
-                        self.ddp_program, {k: list(v) for k, v in self.eval_helpers.items()}, sorted(self.mode_free)]
+                        self.ddp_program, {k: list(v) for k, v in self.eval_helpers.items()},
+                        {k: list(v) for k, v in self.mode_free.items()}]
         while extras and not extras[-1]:  # trailing empty extras are left out
             extras.pop()
         return row + extras
@@ -125,17 +128,17 @@ class FileFacts:
         inference = rest[2] if len(rest) >= 3 else ""
         ddp = rest[3] if len(rest) >= 4 else ""
         helpers = rest[4] if len(rest) >= 5 else {}
-        mode_free = rest[5] if len(rest) >= 6 else []
+        mode_free = rest[5] if len(rest) >= 6 else {}
         if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)
                 and isinstance(sites, dict) and isinstance(cpu, str) and isinstance(inference, str)
-                and isinstance(ddp, str) and isinstance(helpers, dict) and isinstance(mode_free, list)
+                and isinstance(ddp, str) and isinstance(helpers, dict) and isinstance(mode_free, dict)
                 and len(rest) <= 6):
             raise ValueError("bad facts")
         return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
                          {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()},
                          {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu, inference, ddp,
                          {str(k): (str(v[0]), int(v[1]), str(v[2]), int(v[3]), str(v[4])) for k, v in helpers.items()},
-                         frozenset(str(n) for n in mode_free))
+                         {str(k): (str(v[0]), str(v[1]), str(v[2])) for k, v in mode_free.items()})
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -1098,30 +1101,23 @@ class ProjectIndex:
     def _evaluates(self) -> bool:
         return any(s.get("evaluates") for s in self.summaries.values())
 
-    def mode_free(self, path: str) -> FrozenSet[str]:
-        """Names ``path`` spells for the classes of other project files it imports that compute
-        the same in training and eval mode (``modefacts``), for a file that gives a model
-        weights (``loads_weights``). Each such file is read and judged once, here."""
+    def mode_free(self, path: str) -> Dict[str, Tuple[str, str, str]]:
+        """Names ``path`` spells for the classes (with bases: possible models) of other project
+        files it imports -> (file, class, ``class_text``), for a file that gives a model weights
+        (``loads_weights``). Whether they read the mode is judged in the worker, only where
+        TL902 asks (``FileModel.is_mode_free_class``): reading and judging every such file here
+        would cost the parent, which runs alone, about as much as parsing them."""
         summary = self.summaries.get(path)
         if summary is None or not summary.get("loads_weights"):
-            return frozenset()
-        found: Set[str] = set()
+            return {}
+        found: Dict[str, Tuple[str, str, str]] = {}
         for local, target, name in self._imports_of(path):
-            classes = self.summaries[target].get("classes", {})
-            if not classes or (name and name not in classes):
-                continue
-            free = self._mode_free_of(target)
-            if name and name in free:
-                found.add(local)
-            elif not name:
-                found.update(f"{local}.{c}" for c in free)
-        return frozenset(found)
-
-    def _mode_free_of(self, path: str) -> FrozenSet[str]:
-        cache = self.__dict__.setdefault("_mode_free_cache", {})
-        if path not in cache:
-            cache[path] = _judge_classes(path)
-        return cache[path]
+            theirs = self.summaries[target]
+            classes = theirs.get("classes", {})
+            for cls in ([name] if name else sorted(classes)):
+                if classes.get(cls) and theirs.get("class_text"):
+                    found[local if name else f"{local}.{cls}"] = (target, cls, theirs["class_text"])
+        return found
 
     # -- programs on the host ---------------------------------------------------------------------
     def cpu_programs(self) -> Dict[str, str]:
@@ -1296,26 +1292,6 @@ def _import_root(path: str, module: str) -> str:
     for _ in range(levels):
         folder = os.path.dirname(folder)
     return folder
-
-
-def _judge_classes(path: str) -> FrozenSet[str]:
-    """The mode-free classes of the file at ``path`` (``modefacts``), read from disk; none when
-    it cannot be read or parsed."""
-    import warnings
-
-    from torchlint.astindex import AstIndex
-    from torchlint.modefacts import mode_free_classes
-    from torchlint.source import UnreadableFile, decode_source
-
-    try:
-        with open(path, "rb") as handle:
-            text = decode_source(handle.read(), path).text
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text, filename=path)
-    except (OSError, UnreadableFile, SyntaxError, ValueError, MemoryError, RecursionError):
-        return frozenset()
-    return mode_free_classes(tree, AstIndex(tree, text).bindings())
 
 
 def _calls_ddp(summary: dict) -> bool:

@@ -168,6 +168,11 @@ _TRAINING_WORDS = ("train", "resume", "fit", "finetune", "fine_tune")
 _IDENTITY_METHODS = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "to_empty"})
 
 
+def _never(text: str) -> bool:
+    """A prefilter token no text passes."""
+    return False
+
+
 class EvalAfterLoadStateDict(Rule):
     """Flags a model that gets weights (``model.load_state_dict(...)``, or ``model =
     torch.load(...)`` of a whole model) and is then called in the same function without
@@ -192,7 +197,10 @@ class EvalAfterLoadStateDict(Rule):
     preview = True
     fix_applicability = UNSAFE
     tags = ("correctness",)
-    uses_project = True  # classes of other project files that read no mode (``FileFacts.mode_free``)
+    # classes of other project files that read no mode (``FileFacts.mode_free``): the facts only
+    # silence it, so a file with facts is linted only where its own prefilter says so
+    uses_project = True
+    project_requires = ((_never,),)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         name = node.name.value.lower()

@@ -39,9 +39,12 @@ DDP = "torch.nn.parallel.DistributedDataParallel"
 
 _BACKWARD = re.compile(rf"\.{GAP}backward{GAP}\(")
 _STEP = re.compile(rf"\.{GAP}step{GAP}\(")
+# `model.eval()`, `model.train(False)`
+_EVAL_MODE = re.compile(rf"\.{GAP}(?:eval{GAP}\({GAP}\)|train{GAP}\({GAP}False)")
 # the same, as ``requires`` tokens: the regex only where the word is
 _BACKWARD_TOKEN = gated(_BACKWARD, "backward")
 _STEP_TOKEN = gated(_STEP, "step")
+_EVAL_MODE_TOKEN = gated(_EVAL_MODE, "eval", "train")
 
 
 def _mentions_evaluation(text: str) -> bool:
@@ -1156,8 +1159,10 @@ class NoGradInEval(Rule):
     walk_candidate = staticmethod(lambda index: index.loader_loops())
     tags = ("performance", "memory")
     fix_applicability = UNSAFE
-    # an evaluation helper of another project file called here (``FileFacts.eval_helpers``)
+    # an evaluation helper of another project file called here (``FileFacts.eval_helpers``), after
+    # the model was put in eval mode: a file with facts is linted only if it also spells that
     uses_project = True
+    project_requires = ((mentions_loader,), (_EVAL_MODE_TOKEN,))
     helper_message = "`{helper}` runs `{model}` with autograd on; call it under `torch.no_grad()`"
     helper_hint = (
         "`{helper}` ({where}) runs the model over every batch of `{loader}` and leaves gradients to its caller: "
