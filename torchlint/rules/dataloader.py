@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from torchlint import _cst as cst
 
@@ -672,14 +672,56 @@ def _is_docstring_expr(small: cst.BaseSmallStatement) -> bool:
 
 
 def _body_moves_items(loop: cst.For, ctx) -> bool:
-    """Does the loop body move a value derived from the loop variables to an accelerator?"""
+    """Does the loop body move a value derived from the loop variables to an accelerator, itself
+    or through a function of the file that moves that parameter (``send_to_device(batch)``)?"""
     def compute():
         for n in walk(loop.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            if isinstance(n, cst.Call) and moves_to_accelerator(ctx, n) and ctx.semantic.derives_from(n.func.value, loop):
+            if not isinstance(n, cst.Call):
+                continue
+            if moves_to_accelerator(ctx, n) and ctx.semantic.derives_from(n.func.value, loop):
+                return True
+            if isinstance(n.func, (cst.Name, cst.Attribute)) and n.args and _moves_argument(n, loop, ctx):
                 return True
         return False
 
     return memo(ctx, "body_moves_items", loop, compute)
+
+
+def _moves_argument(call: cst.Call, loop: cst.For, ctx) -> bool:
+    """``send_to_device(batch)``: a function of this file that moves the parameter given a value
+    derived from the loop's variables to an accelerator (issue 29 class 1)."""
+    function = ctx.semantic.module_function(call.func)
+    if function is None:
+        return False
+    moved = _moved_parameters(function, ctx)
+    if not moved:
+        return False
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return False
+        if _parameter_for(function, index, arg) in moved and ctx.semantic.derives_from(arg.value, loop):
+            return True
+    return False
+
+
+def _moved_parameters(function: cst.FunctionDef, ctx) -> FrozenSet[str]:
+    """Parameters of ``function`` it moves to an accelerator (``batch[k].to(device)``,
+    ``x.cuda()``): a receiver that reads a name bound only as this function's parameter."""
+    def compute():
+        found: Set[str] = set()
+        semantic = ctx.semantic
+        for n in walk(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if not (isinstance(n, cst.Call) and moves_to_accelerator(ctx, n)):
+                continue
+            for name in walk(n.func.value):
+                if isinstance(name, cst.Name):
+                    bindings = semantic.lookup(name)
+                    if bindings and len(bindings) == 1 and bindings[0].kind == PARAM \
+                            and bindings[0].scope.node is function:
+                        found.add(name.value)
+        return frozenset(found)
+
+    return memo(ctx, "moved_parameters", function, compute)
 
 
 RULES = [DataLoaderNumWorkers, DataLoaderPinMemory]
