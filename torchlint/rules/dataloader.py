@@ -374,6 +374,12 @@ class DataLoaderPinMemory(Rule):
     reaches the loop is this loader, or through a function that returns it — in this file or,
     through the project index, in another) and its body calls ``.cuda()``, ``.to(<device>)`` or
     ``.to(..., non_blocking=True)`` on a value derived from the loop variables.
+    Also (issue 29 classes 1 and 2): DataLoader subclasses and library loaders (the model's
+    ``loader_classes``; ``pin_memory`` by keyword only), a loader handed to a function of the file
+    whose loop iterates that parameter and moves the items, batches moved through a helper of the
+    file that moves its parameter (``send_to_device(batch)``), and loaders handed to
+    ``trainer.fit`` of a Lightning Trainer in a file that spells a GPU Trainer
+    (``FileModel.gpu_trainer``).
     ``pin_memory=<variable>`` and ``**kwargs`` are unknown: silent; ``pin_memory=False`` flags.
     A loader bound again (``loader = accelerator.prepare(loader)``) is not followed: the loop
     iterates a wrapper that may move or pin batches itself. Test code is left alone.
