@@ -675,22 +675,22 @@ def _returns_loader(function) -> bool:
     classes: Set[str] = set()  # `cls = DataLoader if plain else IterableLoader` (W1, issue 29 class 2)
     for n in _own_nodes(function.body):
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.IfExp) and any(
-                _is_loader_class(b, ()) for b in (n.value.body, n.value.orelse)):
+                _is_loader_class(b, frozenset()) for b in (n.value.body, n.value.orelse)):
             classes |= {t.id for t in n.targets if isinstance(t, ast.Name)}
     for n in _own_nodes(function.body):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _is_loader_call(n.value, classes):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _is_loader_call(n.value, frozenset(classes)):
             loaders |= {t.id for t in n.targets if isinstance(t, ast.Name)}
         elif isinstance(n, ast.Return) and n.value is not None:
             returns.append(n.value)
-    return any((isinstance(r, ast.Call) and _is_loader_call(r, classes)) or (isinstance(r, ast.Name) and r.id in loaders)
+    return any((isinstance(r, ast.Call) and _is_loader_call(r, frozenset(classes))) or (isinstance(r, ast.Name) and r.id in loaders)
                for r in returns)
 
 
-def _is_loader_call(call: ast.Call, classes: Iterable[str] = ()) -> bool:
+def _is_loader_call(call: ast.Call, classes: FrozenSet[str] = frozenset()) -> bool:
     return _is_loader_class(call.func, classes)
 
 
-def _is_loader_class(func: ast.AST, classes: Iterable[str]) -> bool:
+def _is_loader_class(func: ast.AST, classes: FrozenSet[str]) -> bool:
     """``DataLoader``, a subclass named for it (``AudioDataLoader``), or a local bound to one."""
     name = _dotted(func)
     return bool(name) and (name.rsplit(".", 1)[-1].endswith("DataLoader") or name in classes)
