@@ -91,6 +91,31 @@ def test_not_a_periodic_guard(stmt):
     assert len(findings(LOOP.format(stmt=stmt))) == 1
 
 
+@pytest.mark.parametrize(
+    "stmt, col",
+    [
+        ("pbar.set_postfix(train_loss=loss)", 5),  # tqdm str()s what is not a number (W2)
+        ("pbar.set_postfix({'loss': loss, 'step': step})", 5),
+        ("if step % 50: print(f'{loss}')", 19),  # `% 50` truthy: 49 steps of 50
+    ],
+)
+def test_progress_bar_postfix_and_modulo_truthy_are_flagged(stmt, col):
+    assert findings(LOOP.format(stmt=stmt)) == [("TL201", 6, col)]
+
+
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "pbar.set_postfix(step=step, lr=lr)",  # host numbers
+        "pbar.set_postfix(shape=loss.shape)",  # metadata
+        "pbar.set_postfix(train_loss=batch)",  # the loader's host tensor
+        "if step % 50 == 0: pbar.set_postfix(train_loss=loss)",  # logging guard
+    ],
+)
+def test_progress_bar_postfix_look_alikes_are_silent(stmt):
+    assert findings(LOOP.format(stmt=stmt)) == []
+
+
 def test_epoch_loop_and_code_after_the_loop_are_silent():
     code = """\
     for epoch in range(10):

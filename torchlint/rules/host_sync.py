@@ -100,6 +100,8 @@ def _chain_origin(call: cst.Call) -> cst.BaseExpression:
 
 # Builtins that turn a tensor into a Python value (or print it): each waits for the device.
 _PY_SYNC_BUILTINS = frozenset({"float", "int", "bool", "print", "min", "max", "sum"})
+# Progress-bar methods that format every value they are given (tqdm; W2, issue 29 class 4).
+_POSTFIX_METHODS = frozenset({"set_postfix"})
 # Predicates whose result is a boolean tensor: a mask.
 _MASK_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "eq", "ne", "gt", "ge", "lt", "le", "logical_and",
                               "logical_or", "logical_not"})
@@ -287,6 +289,14 @@ class HostSyncInLoop(Rule):
                 return True  # sum(losses.values()): tensor additions on the device, no sync
             if len(args) == 1:
                 self._check_implicit(node, f"`{func.value}()` of a device tensor", lambda _: self._on_device(args[0]))
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _POSTFIX_METHODS:
+            # tqdm's `bar.set_postfix(loss=loss)` formats each value with str(): it reads the tensor
+            shown = [a.value for a in node.args if a.keyword is not None]
+            shown += [e.value for a in node.args if a.keyword is None and isinstance(a.value, cst.Dict)
+                      for e in a.value.elements if isinstance(e, cst.DictElement)]
+            self._check_implicit(node, f"`.{func.attr.value}()` of a device tensor", lambda _: any(
+                _a_value(v) and self._on_device(v) for v in shown))
             return True
         if not (isinstance(func, cst.Attribute) and func.attr.value in ("nonzero", "masked_select", "argwhere")):
             return False
