@@ -227,3 +227,77 @@ def test_tl102_unknown_or_pinned_stays_silent(arg):
 def test_tl102_noqa_on_the_loader_line():
     body = "loader = DataLoader(ds, num_workers=2)  # noqa: TL102\nfor x in loader:\n    x.cuda()\n"
     assert lint("TL102", body)[1] == []
+
+
+# -- TL102, issue 29 classes 1 and 2 (W1) ---------------------------------------------------
+
+def _tl102_notebook(*sources):
+    import json
+
+    from torchlint.notebook import lint_notebook
+
+    cells = [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": s.splitlines(True),
+              "execution_count": i + 1, "outputs": []} for i, s in enumerate(sources)]
+    raw = json.dumps({"cells": cells, "metadata": {"language_info": {"name": "python"}},
+                      "nbformat": 4, "nbformat_minor": 5})
+    settings = Settings(select=("TL102",))
+    return [(d.code, d.cell, d.location.row) for d in lint_notebook(raw, "nb.ipynb", settings)]
+
+
+def test_tl102_loader_handed_to_a_function_of_another_cell():
+    setup = ("import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\n"
+             "train_loader = DataLoader(ds, batch_size=32)\nvalid_loader = DataLoader(ds, batch_size=32)\n")
+    train = ("def train(model, train_dataloader, epochs):\n"
+             "    for epoch in range(epochs):\n"
+             "        for xb, yb in train_dataloader:\n"
+             "            model(xb.to(device)).sum().backward()\n")
+    assert _tl102_notebook(setup, train, "train(model, train_loader, 3)\n") == [("TL102", 1, 4)]
+    # a call IPython runs (`%time train(...)`) is masked: not seen, silent
+    assert _tl102_notebook(setup, train, "%time train(model, train_loader, 3)\n") == []
+
+
+def test_tl102_batches_moved_through_a_helper_of_another_cell():
+    setup = ("import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\n"
+             "def send_to_device(batch):\n    for k in batch:\n        batch[k] = batch[k].to(device)\n"
+             "    return batch\n")
+    loop = ("train = DataLoader(ds, batch_size=8)\n"
+            "for batch in train:\n    batch = send_to_device(batch)\n    model(**batch).loss.backward()\n")
+    assert _tl102_notebook(setup, loop) == [("TL102", 2, 1)]
+
+
+def test_tl102_subclass_pin_memory_by_keyword_only():
+    body = """\
+    from monai.data import DataLoader as MonaiLoader
+    def train(model, ds):
+        pinned = MonaiLoader(ds, batch_size=2, num_workers=4, pin_memory=True)
+        for x in pinned:
+            model(x.cuda())
+        loader = MonaiLoader(ds, batch_size=2, num_workers=4)
+        for x in loader:
+            model(x.cuda())
+    """
+    _, found = lint("TL102", body)
+    assert [d.location.row for d in found] == [8]
+
+
+def test_tl102_lightning_fit_needs_a_gpu_trainer_in_the_file():
+    gpu = """\
+    import lightning as L
+    def main(model, ds):
+        trainer = L.Trainer(accelerator="gpu", devices=1)
+        loader = DataLoader(ds, num_workers=4)
+        trainer.fit(model, train_dataloaders=loader)
+    """
+    assert len(lint("TL102", gpu)[1]) == 1
+    # no accelerator argument: the device is unknown, silent; a CPU Trainer in the file: silent
+    assert lint("TL102", gpu.replace('accelerator="gpu", devices=1', "max_epochs=1"))[1] == []
+    assert lint("TL102", gpu.replace('"gpu"', '"cpu"'))[1] == []
+
+
+def test_tl102_gpu_trainer_is_a_recorded_model_answer():
+    from torchlint.model import FileModel
+
+    gpu = FileModel.of_text("import lightning as L\ntrainer = L.Trainer(accelerator='gpu')\n")
+    cpu = FileModel.of_text("import lightning as L\ntrainer = L.Trainer(accelerator='cpu')\n")
+    assert gpu.gpu_trainer() == frozenset({"gpu"}) and cpu.gpu_trainer() == frozenset()
+    assert gpu.digest() != cpu.digest()  # the editor keys kept findings on it
