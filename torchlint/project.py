@@ -224,6 +224,19 @@ def _is_periodic(test: ast.AST) -> bool:
 is_periodic_test = _is_periodic  # the whole-file model's periodic names read tests with it
 
 
+def _skips_off_steps(stmt: ast.AST) -> bool:
+    """``if (batch_idx + 1) % n != 0: return`` (or ``if step % n: return``): what follows in the
+    function runs once every n calls (W2, issue 29: lightning-bolts' ConfusedLogitCallback)."""
+    if type(stmt) is not ast.If or stmt.orelse or not stmt.body or not all(
+            type(s) is ast.Return or type(s) is ast.Pass for s in stmt.body) or type(stmt.body[-1]) is not ast.Return:
+        return False
+    test = stmt.test
+    if type(test) is ast.BinOp and type(test.op) is ast.Mod:
+        return True
+    return (type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.NotEq
+            and _has_modulo(test.left) and type(test.comparators[0]) is ast.Constant and test.comparators[0].value == 0)
+
+
 def _has_modulo(node: ast.AST) -> bool:
     """Is there a ``%`` operation in ``node`` (``ast.walk``'s nodes, less the leaves that hold none)?"""
     stack = [node]
@@ -337,6 +350,9 @@ class _Summarizer:
         time. One walk over the statements (never the expressions) and one regex scan."""
         local_imports: Dict[str, str] = {}
         guarded: List[Tuple[int, int]] = []  # line spans (1-based, inclusive) of periodic bodies
+        cut = next((i for i, s in enumerate(node.body) if _skips_off_steps(s)), None)
+        if cut is not None and cut + 1 < len(node.body):  # the rest runs every n calls (W2)
+            guarded.append((node.body[cut + 1].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
         stack = list(node.body)
         while stack:
             stmt = stack.pop()
@@ -433,7 +449,9 @@ class _Summarizer:
         local_imports: Dict[str, str] = {}
         loader_names: Dict[str, str] = {}  # local name -> factory callee it was bound from
         # (node, inside a training loop?, periodic?) ; an explicit stack, no recursion on depth
-        stack: List[Tuple[ast.AST, bool, bool]] = [(s, False, False) for s in reversed(statements)]
+        # after `if step % n != 0: return` at the top of a function, the rest runs every n calls (W2)
+        cut = next((i for i, s in enumerate(statements) if qualname is not None and _skips_off_steps(s)), len(statements))
+        stack: List[Tuple[ast.AST, bool, bool]] = [(s, False, i > cut) for i, s in reversed(list(enumerate(statements)))]
         while stack:
             node, in_loop, guarded = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

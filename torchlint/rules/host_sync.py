@@ -20,7 +20,7 @@ from torchlint.loops import (
 )
 from torchlint.rules.base import GAP, Rule, gated, mentions_loader
 from torchlint.syntax import (
-    bound_names, enclosing_function, enclosing_loops, guarded_branches, memo, method_call, name_tokens,
+    bound_names, enclosing_function, enclosing_loops, guarded_branches, literal_value, memo, method_call, name_tokens,
 )
 from torchlint.torch_api import HOST_SYNC_METHODS
 from torchlint.tree import iter_children
@@ -175,6 +175,40 @@ def _in_one_off_branch(ancestors, loop) -> bool:
         if below and isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)) and _ends_run(node):
             return True
     return False
+
+
+def _after_off_step_return(ancestors, func) -> bool:
+    """Below ``if step % n != 0: return`` (or ``if step % n: return``) at the top of ``func``:
+    the code runs once every n calls (W2, issue 29: lightning-bolts' ConfusedLogitCallback; the
+    project index leaves the calls there out of the per-step call graph the same way)."""
+    if func is None or not isinstance(func.body, cst.IndentedBlock):
+        return False
+    inside = next((a for a in ancestors if any(a is s for s in func.body.body)), None)
+    if inside is None:
+        return False
+    for stmt in func.body.body:
+        if stmt is inside:
+            return False
+        if _skips_off_steps(stmt):
+            return True
+    return False
+
+
+def _skips_off_steps(stmt) -> bool:
+    if not (isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.body, (cst.IndentedBlock, cst.SimpleStatementSuite))):
+        return False
+    smalls = []
+    for line in stmt.body.body:
+        smalls += list(line.body) if isinstance(line, cst.SimpleStatementLine) else [line]
+    if not smalls or not isinstance(smalls[-1], cst.Return) or not all(isinstance(s, (cst.Return, cst.Pass)) for s in smalls):
+        return False
+    test = stmt.test
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return True
+    return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.NotEqual)
+            and isinstance(test.left, cst.BinaryOperation) and isinstance(test.left.operator, cst.Modulo)
+            and literal_value(test.comparisons[0].comparator) == 0)
 
 
 def _ends_run(block) -> bool:
@@ -355,7 +389,8 @@ class HostSyncInLoop(Rule):
         if why is None:
             return None
         func = enclosing_function(self.ctx)
-        if under_periodic_guard(self.ctx, func, node) or _in_grad_off_block(self.ctx):
+        if (under_periodic_guard(self.ctx, func, node) or _in_grad_off_block(self.ctx)
+                or _after_off_step_return(self.ctx.ancestors, func)):
             return None
         return f"in `{func.name.value}`, which runs every step ({why}),"
 
@@ -458,7 +493,8 @@ class HostSyncInLoop(Rule):
         if why is None:
             return
         func = enclosing_function(self.ctx)
-        if under_periodic_guard(self.ctx, func, node) or _in_grad_off_block(self.ctx) or self._already_on_host(node):
+        if (under_periodic_guard(self.ctx, func, node) or _in_grad_off_block(self.ctx)
+                or _after_off_step_return(self.ctx.ancestors, func) or self._already_on_host(node)):
             return
         self.report(node, self._helper_template.format(method=first),
                     hint=self._helper_hint.format(name=func.name.value, why=why))
