@@ -8,7 +8,6 @@ import textwrap
 
 import pytest
 
-from rule_support import _settings
 from torchlint.config import Settings, settings_from_table
 from torchlint.fixer import fix_text
 
@@ -16,7 +15,9 @@ WORKERS = "num_workers=min(4, os.cpu_count() or 1)"
 
 
 def fixed(source: str, rule: str) -> str:
-    result = fix_text(textwrap.dedent(source), "train.py", _settings(rule), unsafe=True)
+    # preview on: TL101, the rule most of these cases fix, is a preview rule (issue 29)
+    settings = settings_from_table({"select": [rule], "preview": True}, "t.toml", Settings())
+    result = fix_text(textwrap.dedent(source), "train.py", settings, unsafe=True)
     assert result.error is None and result.changed
     return result.text
 

@@ -185,7 +185,8 @@ def test_noqa_in_a_cell_and_file_level_noqa_in_any_cell():
 def test_json_output_has_the_cell_and_edits_name_theirs(capsys):
     import jsonschema
 
-    main(["--no-cache", "--isolated", "--output-format", "json", str(NOTEBOOKS / "train.ipynb")])
+    # --preview: TL101's fix (a preview rule since issue 29) puts `import os` in another cell
+    main(["--no-cache", "--isolated", "--preview", "--output-format", "json", str(NOTEBOOKS / "train.ipynb")])
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, json.loads((ROOT / "docs" / "json-output.schema.json").read_text()))
     assert [d["cell"] for d in data] == [3, 3, 5, 6, 6, 9, 9]  # the last: TL004, `# noqa: TL501` outside a loop
@@ -242,7 +243,8 @@ def test_fix_changes_only_edited_cells_and_a_second_fix_changes_nothing(tmp_path
     path = tmp_path / "train.ipynb"
     shutil.copy(NOTEBOOKS / "train.ipynb", path)
     before = path.read_text()
-    assert main(["--no-cache", "--isolated", "--fix", "--unsafe-fixes", "-q", str(path)]) == 1
+    # --preview keeps TL101 (a preview rule since issue 29) and its `import os` edit in the fix
+    assert main(["--no-cache", "--isolated", "--preview", "--fix", "--unsafe-fixes", "-q", str(path)]) == 1
     after = path.read_text()
     assert after != before and after.endswith("}\n")
     assert _outside_sources(after) == _outside_sources(before)  # outputs, ids, metadata, layout
@@ -257,7 +259,7 @@ def test_fix_changes_only_edited_cells_and_a_second_fix_changes_nothing(tmp_path
     assert not program.broken
     compile(program.text, "nb", "exec")
     capsys.readouterr()
-    assert main(["--no-cache", "--isolated", "--fix", "--unsafe-fixes", "-q", str(path)]) == 1  # TL201 has no fix
+    assert main(["--no-cache", "--isolated", "--preview", "--fix", "--unsafe-fixes", "-q", str(path)]) == 1  # TL201 has no fix
     assert path.read_text() == after
 
 
@@ -279,7 +281,8 @@ def test_added_import_goes_to_the_first_code_cell_that_holds_imports():
                    "%matplotlib inline\nimport torch\nfrom torch.utils.data import DataLoader\n",
                    "import numpy as np\n",
                    "loader = DataLoader(ds, pin_memory=True)\nfor x in loader:\n    x.cuda()\n")
-    result = fix_notebook(raw, "nb.ipynb", settings_from_table({"select": ["TL101"]}, "t", ALL), unsafe=True)
+    settings = settings_from_table({"select": ["TL101"], "preview": True}, "t", ALL)  # TL101: preview
+    result = fix_notebook(raw, "nb.ipynb", settings, unsafe=True)
     cells = json.loads(result.text)["cells"]
     # placed among that cell's imports (where exactly is the fix builder's import placement)
     lines = "".join(cells[2]["source"]).splitlines()
@@ -505,7 +508,8 @@ def test_python_view_of_a_cell_magic_ending_in_a_quote_hides_no_finding():
         'get_ipython().run_cell_magic("writefile", " helper.py", """x = torch.zeros(3).cuda()""")\n\n\n'
         "noise = torch.zeros(16).cuda()\n"
     )
-    found_ = [(d.code, d.location.row) for d in lint_for_editor(view, "train.ipynb", ALL)]
+    preview = Settings(root=str(ROOT), preview=True)  # TL101 is a preview rule (issue 29)
+    found_ = [(d.code, d.location.row) for d in lint_for_editor(view, "train.ipynb", preview)]
     assert ("TL001" in dict(found_)) is False
     assert ("TL101", 5) in found_ and ("TL202", 15) in found_
     assert [row for code, row in found_ if code == "TL202"] == [15]  # not the %%writefile cell's

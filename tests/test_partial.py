@@ -265,7 +265,7 @@ def test_an_editor_keeps_a_whole_file_yes_and_asks_a_no_again(monkeypatch):
     real, real_402 = tl101.ast_candidate, tl402.ast_candidate
     monkeypatch.setattr(tl101, "ast_candidate", staticmethod(lambda index: asked.append(1) or real(index)))
     monkeypatch.setattr(tl402, "ast_candidate", staticmethod(lambda index: asked_402.append(1) or real_402(index)))
-    settings = Settings(select=("TL101",))
+    settings = Settings(select=("TL101",), preview=True)  # TL101 is a preview rule (issue 29)
     filler = "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(30))
     loader = "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef make(ds):\n    return DataLoader(ds)\n" + filler
     texts = [loader, loader.replace("x + 7", "x + 70"), loader.replace("DataLoader(ds)", "list(ds)"),
@@ -283,7 +283,7 @@ def test_an_editor_keeps_a_whole_file_yes_and_asks_a_no_again(monkeypatch):
     # TL402 (an evaluation loop with autograd on) is asked by the plan alone (TL101's yes ends
     # the prefilter), says no while the file has no loop, and is asked again at each lint until
     # one is typed in
-    settings = Settings(select=("TL101", "TL402"))
+    settings = Settings(select=("TL101", "TL402"), preview=True)
     evaluation = "\n\ndef validate(net, loader):\n    for x, y in loader:\n        net(x)\n"
     base = loader + "\n\ndef evaluate(x):\n    return x\n"  # the words its prefilter needs, no loop
     for text, expected in ((base, 1), (base.replace("x + 5", "x + 50"), 1), (base + evaluation, 1),
