@@ -34,7 +34,7 @@ from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 8
+SUMMARY_VERSION = 9
 # Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
 # TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
@@ -237,6 +237,16 @@ def _skips_off_steps(stmt: ast.AST) -> bool:
             and _has_modulo(test.left) and type(test.comparators[0]) is ast.Constant and test.comparators[0].value == 0)
 
 
+def _off_step_cut(statements: List[ast.stmt]) -> Optional[int]:
+    """The index of a top-level ``if step % n != 0: return`` when no loop follows it (a loop over
+    batches after an ``if epoch % k: return`` still runs every step while it runs)."""
+    cut = next((i for i, s in enumerate(statements) if _skips_off_steps(s)), None)
+    if cut is None or any(type(n) in (ast.For, ast.AsyncFor, ast.While)
+                          for s in statements[cut + 1:] for n in ast.walk(s)):
+        return None
+    return cut
+
+
 def _has_modulo(node: ast.AST) -> bool:
     """Is there a ``%`` operation in ``node`` (``ast.walk``'s nodes, less the leaves that hold none)?"""
     stack = [node]
@@ -350,7 +360,7 @@ class _Summarizer:
         time. One walk over the statements (never the expressions) and one regex scan."""
         local_imports: Dict[str, str] = {}
         guarded: List[Tuple[int, int]] = []  # line spans (1-based, inclusive) of periodic bodies
-        cut = next((i for i, s in enumerate(node.body) if _skips_off_steps(s)), None)
+        cut = _off_step_cut(node.body)
         if cut is not None and cut + 1 < len(node.body):  # the rest runs every n calls (W2)
             guarded.append((node.body[cut + 1].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
         stack = list(node.body)
@@ -450,7 +460,8 @@ class _Summarizer:
         loader_names: Dict[str, str] = {}  # local name -> factory callee it was bound from
         # (node, inside a training loop?, periodic?) ; an explicit stack, no recursion on depth
         # after `if step % n != 0: return` at the top of a function, the rest runs every n calls (W2)
-        cut = next((i for i, s in enumerate(statements) if qualname is not None and _skips_off_steps(s)), len(statements))
+        cut = (_off_step_cut(statements) if qualname is not None else None)
+        cut = len(statements) if cut is None else cut
         stack: List[Tuple[ast.AST, bool, bool]] = [(s, False, i > cut) for i, s in reversed(list(enumerate(statements)))]
         while stack:
             node, in_loop, guarded = stack.pop()
