@@ -22,7 +22,8 @@ from rule_support import behaviour_fix, run_program  # noqa: E402
 
 def fix(source: str, code: str, applicability: str, count: int = None) -> str:
     """``source`` with every ``code`` fix applied; each must have ``applicability``."""
-    return behaviour_fix(source, code, applicability, count)
+    # preview on: TL101 is a preview rule (issue 29); the others select one non-preview rule each
+    return behaviour_fix(source, code, applicability, count, table={"preview": True})
 
 
 run = run_program
