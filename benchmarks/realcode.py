@@ -44,6 +44,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -260,7 +261,9 @@ def preview_rules(package: Optional[Path]) -> set:
     env["PYTHONPATH"] = str((package or ROOT / "torchlint").resolve().parent)
     code = ("import json; from torchlint.rules import all_rules; "
             "print(json.dumps([r.code for r in all_rules() if r.preview]))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    # not from this checkout's folder: `python -c` puts the working directory first on sys.path
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                          cwd=tempfile.gettempdir())
     return set(json.loads(done.stdout))
 
 
