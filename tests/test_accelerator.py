@@ -20,7 +20,7 @@ from torchlint.model import FileModel
 from torchlint.notebook import lint_notebook
 from torchlint.project import EMPTY_FACTS, FileFacts, ProjectIndex, summarize
 
-GATED = Settings(select=("TL101", "TL102", "TL201"))
+GATED = Settings(select=("TL101", "TL102", "TL201"), preview=True)  # TL101 is a preview rule (issue 29)
 
 CPU_SCRIPT = textwrap.dedent("""\
     import torch
