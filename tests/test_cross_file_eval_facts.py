@@ -123,3 +123,10 @@ def test_facts_json_round_trip_and_older_rows(tmp_path):
         assert FileFacts.from_json(json.loads(json.dumps(facts.to_json()))) == facts
     old = [{}, {}, {}, {}, "", "", "main.py wraps a model in DistributedDataParallel"]
     assert FileFacts.from_json(old).ddp_program and not FileFacts.from_json(old).eval_helpers
+
+
+def test_a_notebook_takes_only_the_helpers_its_text_spells(tmp_path):
+    project, _ = index(tmp_path, {"ch05/gpt_train.py": HELPERS})
+    cross = project.facts_for(str(tmp_path / "ch05" / "nb.ipynb")).cross_file()
+    assert cross.spelled_in("x = calc_loss_loader(loader, model, 'cpu')\n").eval_helpers
+    assert not cross.spelled_in("print('no helper called here')\n").digest

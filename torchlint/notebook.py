@@ -589,10 +589,11 @@ def _lint_program(program: Program, path: str, settings, incremental: bool = Fal
     if not program.text.strip():
         return []
     facts = None
-    if project is not None and project.cross_file().digest:
+    cross = project.cross_file().spelled_in(program.text) if project is not None else None
+    if cross is not None and cross.digest:
         # the functions and classes it imports from the project's modules (W3: TL402, TL902),
         # with the facts the notebook gives itself
-        facts = single_file_facts(program.text, path).with_cross_file(project)
+        facts = single_file_facts(program.text, path).with_cross_file(cross)
     return lint_source(program.text, path, settings, incremental=incremental, project=facts)
 
 

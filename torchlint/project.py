@@ -100,6 +100,13 @@ class FileFacts:
             return EMPTY_FACTS
         return FileFacts(eval_helpers=self.eval_helpers, mode_free=self.mode_free)
 
+    def spelled_in(self, text: str) -> "FileFacts":
+        """The cross-file half, less the helpers and classes whose last name ``text`` never
+        spells (no call there can be theirs)."""
+        helpers = {k: v for k, v in self.eval_helpers.items() if k.rsplit(".", 1)[-1] in text}
+        classes = {k: v for k, v in self.mode_free.items() if k.rsplit(".", 1)[-1] in text}
+        return FileFacts(eval_helpers=helpers, mode_free=classes) if helpers or classes else EMPTY_FACTS
+
     def with_cross_file(self, other: "FileFacts") -> "FileFacts":
         """These facts with ``other``'s cross-file half (``cross_file``) in place of their own."""
         if not other.eval_helpers and not other.mode_free:
