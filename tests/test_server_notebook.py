@@ -131,6 +131,7 @@ def test_initialize_advertises_notebook_sync(start):
 
 
 def test_notebook_sync_end_to_end(start, workspace):
+    (workspace / "pyproject.toml").write_text("[tool.torchlint]\npreview = true\n")  # TL101: preview
     client = start(capabilities=NOTEBOOK_CAPS)
     nb = Notebook(client, uri_of(workspace / "train.ipynb"), [
         ("code", IMPORTS), ("markdown", "# Data\nx = torch.zeros(3).cuda()\n"), ("code", ZEROS), ("code", PARALLEL),
