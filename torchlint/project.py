@@ -1082,14 +1082,11 @@ class ProjectIndex:
             found.setdefault(_import_root(path, summary["module"]), {}).setdefault(summary["module"], path)
         return found
 
-    def _imported(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
+    def _imported(self, importer: str, dotted: str, root: str) -> Optional[Tuple[str, str]]:
         """(path, the rest of the name) of the project module the import ``dotted`` names,
         looked up from ``importer``'s folder as Python does for a script or notebook there (a
         folder of scripts often has its own ``model.py``); a dotted package name anywhere in
-        the project."""
-        summary = self.summaries.get(importer)
-        root = _import_root(importer, summary["module"]) if summary is not None else os.path.dirname(
-            os.path.abspath(importer))
+        the project. ``root``: the folder ``importer``'s own name starts from."""
         near = self._by_root.get(root, {})
         parts = dotted.split(".")
         for cut in range(len(parts), 0, -1):
@@ -1103,6 +1100,13 @@ class ProjectIndex:
         """(name as ``path`` spells it, project file, name there or "" for the module itself) for
         each import of a summarised file; for a notebook (no summary), every module its folder
         holds, spelt by module name."""
+        cache = self.__dict__.setdefault("_imports_cache", {})
+        found = cache.get(path)
+        if found is None:
+            found = cache[path] = self._find_imports(path)
+        return found
+
+    def _find_imports(self, path: str) -> List[Tuple[str, str, str]]:
         summary = self.summaries.get(path)
         if summary is None:
             if not path.endswith(".ipynb"):
@@ -1110,8 +1114,9 @@ class ProjectIndex:
             root = os.path.dirname(os.path.abspath(path))
             return [(module, target, "") for module, target in sorted(self._by_root.get(root, {}).items())]
         found = []
+        root = _import_root(path, summary["module"])
         for local, qualified in sorted(summary["imports"].items()):
-            target = self._imported(path, qualified)
+            target = self._imported(path, qualified, root)
             if target is not None:
                 found.append((local, *target))
         return found
