@@ -116,6 +116,19 @@ def test_progress_bar_postfix_look_alikes_are_silent(stmt):
     assert findings(LOOP.format(stmt=stmt)) == []
 
 
+def test_a_tensor_a_factory_made_on_the_host_is_silent():
+    # W2, issue 29 (Practical_DL): `noise.cpu()` of `torch.randn(...)` with no device is no sync
+    host = "noise = torch.randn(4, 8)\n    y = noise.cpu()"
+    assert findings(LOOP.format(stmt=host)) == []
+    assert findings(LOOP.format(stmt="noise = torch.tensor([1.0, 2.0])\n    y = noise.cpu()")) == []
+    on_device = "noise = torch.randn(4, 8, device='cuda')\n    y = noise.cpu()"
+    assert findings(LOOP.format(stmt=on_device)) == [("TL201", 7, 9)]
+    copied = "noise = torch.tensor(loss)\n    y = noise.cpu()"  # keeps loss's device
+    assert findings(LOOP.format(stmt=copied)) == [("TL201", 7, 9)]
+    default = "torch.set_default_device('cuda')\n" + LOOP.format(stmt=host)
+    assert findings(default) == [("TL201", 8, 9)]
+
+
 def test_epoch_loop_and_code_after_the_loop_are_silent():
     code = """\
     for epoch in range(10):

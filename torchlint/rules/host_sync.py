@@ -102,6 +102,9 @@ def _chain_origin(call: cst.Call) -> cst.BaseExpression:
 _PY_SYNC_BUILTINS = frozenset({"float", "int", "bool", "print", "min", "max", "sum"})
 # Progress-bar methods that format every value they are given (tqdm; W2, issue 29 class 4).
 _POSTFIX_METHODS = frozenset({"set_postfix"})
+# torch factories that make a tensor on the host unless given `device=` (or a default device).
+_HOST_FACTORIES = frozenset({f"torch.{n}" for n in ("randn", "rand", "randint", "randperm", "zeros", "ones", "empty",
+                                                    "full", "arange", "linspace", "eye", "tensor", "from_numpy")})
 # Predicates whose result is a boolean tensor: a mask.
 _MASK_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "eq", "ne", "gt", "ge", "lt", "le", "logical_and",
                               "logical_or", "logical_not"})
@@ -501,8 +504,34 @@ class HostSyncInLoop(Rule):
 
     def _already_on_host(self, node: cst.Call) -> bool:
         """The chain reads a value already on the host: what the loader yielded (before any
-        move), or what an earlier ``.cpu()``/``.numpy()``/``.item()`` returned."""
-        return self.ctx.semantic.on_host(_chain_origin(node), lambda it: is_loader_expression(self.ctx, it))
+        move), what an earlier ``.cpu()``/``.numpy()``/``.item()`` returned, or a tensor a torch
+        factory made with no device (``noise = torch.randn(n, d)``)."""
+        origin = _chain_origin(node)
+        return (self.ctx.semantic.on_host(origin, lambda it: is_loader_expression(self.ctx, it))
+                or self._host_made(origin))
+
+    def _host_made(self, origin: cst.BaseExpression) -> bool:
+        """A name every binding of which is a torch factory call without ``device=`` whose
+        arguments are not on the device, in a file that sets no default device (W2, issue 29:
+        Practical_DL's ``noise.cuda() if use_cuda else noise.cpu()``)."""
+        if not isinstance(origin, cst.Name) or "set_default" in self.ctx.text:
+            return False
+        bindings = self.ctx.semantic.lookup(origin)
+        if not bindings:
+            return False
+        for binding in bindings:
+            value = binding.value
+            if binding.kind != "assign" or not isinstance(value, cst.Call):
+                return False
+            name = self.ctx.resolve_call(value)
+            if name not in _HOST_FACTORIES or any(
+                    (a.keyword is not None and a.keyword.value == "device") or a.star or self._on_device(a.value)
+                    for a in value.args):
+                return False
+            if name == "torch.tensor" and not (value.args and isinstance(
+                    value.args[0].value, (cst.List, cst.Tuple, cst.Integer, cst.Float))):
+                return False  # `torch.tensor(t)` of a tensor keeps its device: only literals count
+        return True
 
     def _inside_reported_chain(self, node: cst.Call) -> bool:
         """Is `node` the receiver of an outer sync call (`x.cpu()` in `x.cpu().numpy()`)?"""
