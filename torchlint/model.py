@@ -670,6 +670,7 @@ class FileModel:
 
         return handoffs(self.index, pinned, callees)
     # -- end of kinds of values (F4)
+
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)
         if segment is not None and _VERSION_TEST.search(segment):
