@@ -67,6 +67,10 @@ class Names:
 
     def __init__(self, text: str, index: "AstIndex") -> None:
         self.index = index
+        # the names are read line by line with `^`...`\n` patterns: a file saved with lone CRs
+        # (or CRLF) is read as CPython reads it, one statement a line (test_fuzz_text)
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
         self.text = text
         self._gpu_flags: Optional[FrozenSet[str]] = None
         self.imported: Dict[str, str] = {}  # local name -> qualified (`np` -> `numpy`)
