@@ -300,12 +300,16 @@ def _bind_node(node: ast.AST, names: Dict[str, List[Optional[ast.expr]]], declar
     elif isinstance(node, ast.Delete):
         for target in node.targets:
             _bind_target(target, _UNKNOWN, names)
-    elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+    elif isinstance(node, _MATCH_NAMED):  # match statements: Python 3.10+ (none on 3.9)
         if node.name:
             names.setdefault(node.name, []).append(_UNKNOWN)
-    elif isinstance(node, ast.MatchMapping):
+    elif isinstance(node, _MATCH_MAPPING):
         if node.rest:
             names.setdefault(node.rest, []).append(_UNKNOWN)
+
+
+_MATCH_NAMED = tuple(getattr(ast, name) for name in ("MatchAs", "MatchStar") if hasattr(ast, name))
+_MATCH_MAPPING = tuple(getattr(ast, name) for name in ("MatchMapping",) if hasattr(ast, name))
 
 
 def _bind_target(target: ast.expr, value: Optional[ast.expr], names) -> None:
