@@ -15,6 +15,8 @@ import ast
 import re
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple, cast
 
+from torchlint.loaderfacts import dotted as _dotted  # `a.b.c` of a Name/Attribute chain, or None
+
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
 
@@ -600,17 +602,6 @@ def _true_on_gpu(node: ast.expr, names: Names) -> bool:
         return not call.args and not call.keywords and names.index.resolves(
             call.func, lambda q: q == "torch.cuda.is_available")
     return False
-
-
-def _dotted(node: ast.expr) -> Optional[str]:
-    parts = []
-    while type(node) is ast.Attribute:
-        parts.append(node.attr)
-        node = node.value
-    if type(node) is not ast.Name:
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 # -- functions whose returned lists become layers; literal flags passed to functions (TL301) ------
