@@ -34,7 +34,7 @@ from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 9
+SUMMARY_VERSION = 10
 # Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
 # TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
@@ -321,6 +321,8 @@ class _Summarizer:
         self.deps: Set[str] = set()
         #: modules the file star-imports at module level (``from utils import *``, W2, issue 29 class 3)
         self.stars: List[str] = []
+        #: the module's own class names (``criterion = YoloLoss(...)``: ``YoloLoss.forward`` is named)
+        self.classes: FrozenSet[str] = frozenset()
         self.functions: Dict[str, dict] = {}
         self.top = {"calls": [], "step_calls": [], "moved_factories": []}
         #: An editor's records of functions whose CPython nodes are the same objects as in its
@@ -353,6 +355,13 @@ class _Summarizer:
             return
         base = self.resolve_relative(node)
         if base is None:
+            if node.level == 1 and not node.module and not self.package:
+                # `from . import utils` in a folder without __init__.py (a namespace package, as
+                # torchvision's detection references vendored by pytorch-YOLOv4): a sibling module
+                for alias in node.names:
+                    if alias.name != "*":
+                        deps.add(alias.name)
+                        table[alias.asname or alias.name] = alias.name
             return
         for alias in node.names:
             deps.add(f"{base}.{alias.name}" if alias.name != "*" else base)  # a module, or a name of one
@@ -429,9 +438,10 @@ class _Summarizer:
         for node in module_level:  # module-level imports first: functions see them whatever the order
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.add_import(node, self.imports)
+        self.classes = frozenset(node.name for node in module_level if isinstance(node, ast.ClassDef))
         # what a function's record depends on besides its own nodes
         self._context = (self.module, self.package, tuple(sorted(self.imports.items())), self.lines is None,
-                         self.loaders_possible, tuple(self.stars))
+                         self.loaders_possible, tuple(self.stars), self.classes)
         if self.lines is None:
             self.body(tree.body, None, None, self.top)
         else:  # only the definitions: module-level code of a file without a gradient step
@@ -456,7 +466,8 @@ class _Summarizer:
                 record["step_calls"] = [[c, line] for callee, line in record["step_calls"]
                                         for c in _through_stars([callee], defined, self.stars)]
         for record in [self.top, *self.functions.values()]:
-            record["calls"] = [c for c in record["calls"] if c.startswith("@") or _local_name(c) in defined]
+            record["calls"] = [c for c in record["calls"] if c.startswith("@") or _local_name(c) in defined
+                               or c in self.functions]
         return {"v": SUMMARY_VERSION, "module": self.module, "imports": self.imports,
                 "functions": self.functions, "top": self.top, "classes": classes,
                 "gpu_trainer": self.gpu_trainer}
@@ -526,15 +537,26 @@ class _Summarizer:
         if bound is not None and bound.rsplit(".", 1)[-1][:1].isupper():
             # `ada = AdaptiveAugment(...)` then `ada.tune(pred)`: the class's method (issue 29 class 3)
             callee = f"{bound}.{method}"
+        elif not method and instances and callee in instances and instances[callee].rsplit(".", 1)[-1][:1].isupper():
+            # `criterion = YoloLoss(...)` then `criterion(out, y)`: calling an instance runs its
+            # class's `__call__`, an nn.Module's its `forward` (pytorch-YOLOv4, issue 29 class 3)
+            for runs in ("forward", "__call__"):
+                self.call_named(f"{instances[callee]}.{runs}", node, record, per_step, local_imports)
+            return
         if _is_gradient_step(node) and node.func.attr == "step":
             # optimizer.step(closure): the closure runs every time a step is taken
             for arg in node.args[:1]:
                 name = _dotted(arg)
                 if name:
                     record["step_calls"].append([self.qualify(name, local_imports), node.lineno])
+        self.call_named(callee, node, record, per_step, local_imports)
+
+    def call_named(self, callee: str, node: ast.Call, record: dict, per_step: bool,
+                   local_imports: Dict[str, str]) -> None:
         head = callee.split(".", 1)[0]
         if "." in callee and head not in ("self", "cls") and head not in local_imports and head not in self.imports:
-            return  # a method of some object: not a project function we can name
+            if head not in self.classes:
+                return  # a method of some object: not a project function we can name
         qualified = self.qualify(callee, local_imports)
         record["calls"].append(qualified)
         if per_step:
