@@ -438,29 +438,6 @@ def test_the_faster_text_tokens_answer_as_the_regexes_they_replace():
     assert len(answers) == 2 * len(pairs)  # each token said yes and no somewhere
 
 
-def test_word_start_matches_are_those_of_a_leading_lookbehind():
-    """TL301's name patterns dropped their leading ``(?<!\\w)`` (it made the regex engine try
-    every position, ~50x slower) for ``_word_matches``: the same matches, spans and groups."""
-    import re
-
-    from torchlint.rules import batchnorm
-    from torchlint.rules.base import GAP
-
-    old = [re.compile(rf"(?<!\w)(?:Lazy)?Conv(?:Transpose)?[123]d(?!\w){GAP}(.?)"),
-           re.compile(rf"(?<!\w)(?:Sync|Lazy)?BatchNorm(?:[123]d)?(?!\w){GAP}(.?)")]
-    new = [batchnorm._CONV_NAME, batchnorm._NORM_NAME]
-    texts = ["xConv2d Conv2d(", "MyBatchNorm2d BatchNorm2d(", "LazyConv2d(", "_Conv1d = 1", "Conv2d # Conv2d(\n",
-             "SyncBatchNorm.x", "\u03a3Conv2d(x) nn.Conv2d(", "xLazyConv3d ConvTranspose2d"]
-    texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
-    matched = 0
-    for text in texts:
-        for before, after in zip(old, new):
-            expected = [(m.span(), m.group(1)) for m in before.finditer(text)]
-            assert [(m.span(), m.group(1)) for m in batchnorm._word_matches(after, text)] == expected, text[:80]
-            matched += len(expected)
-    assert matched > 50
-
-
 def _naive(groups, text):
     from torchlint.rules.base import _present
 
@@ -540,3 +517,20 @@ def test_token_answers_are_never_those_of_another_thread_s_text():
     finally:
         sys.setswitchinterval(interval)
     assert wrong == []
+
+
+def test_no_rule_writes_its_own_text_prefilter():
+    """Issue 28: a rule declares where it can fire (its tokens, its ast question); it does not
+    hand-write how the engine reads it. The text prefilter is the ``requires`` tokens, the same
+    with or without CPython's tree: no rule overrides ``may_fire`` or ``may_fire_in_project``
+    (TL202's and TL301's text scans that stood in for their questions where there was no tree
+    are gone), and the engine asks one text prefilter only."""
+    from torchlint.rules.base import Rule, all_present
+
+    for rule in all_rules():
+        for method in ("may_fire", "may_fire_in_project"):
+            owner = next(k for k in rule.__mro__ if method in vars(k))
+            assert owner is Rule, (rule.code, method)
+        assert not hasattr(rule, "may_fire_before_ast"), rule.code
+        text = "import torch\nx = torch.zeros(3)\ny = x.to(device)\n"
+        assert rule.may_fire(text) == all_present(rule.requires, text), rule.code

@@ -352,9 +352,9 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
     prefilter passes (the wider one where the project index has facts about the file): an
     empty list means the file need not be parsed by libcst. With CPython's ``tree``, a rule's
     ``ast_candidate`` must pass too (``astindex.py``), asked of ``index`` when the caller has
-    one for ``tree`` (its caches then serve ``statement_plan`` too). ``tokens_only``: the
-    ``requires`` tokens alone (``may_fire_before_ast``) even without a tree, for a caller that
-    asks the ast questions next; with a tree, ``rules`` already passed them."""
+    one for ``tree`` (its caches then serve ``statement_plan`` too). ``tokens_only``: with a
+    tree, ``rules`` already passed their tokens (``may_fire``), for a caller that asks the ast
+    questions next."""
     if rules is None:
         rules = [r for r in all_rules() if r.code in codes]
     version = settings.target_torch_version
@@ -363,10 +363,8 @@ def candidate_rules(text: str, path: str, settings, codes, rules=None, prefilter
     if not prefilter:
         return list(rules)
     with_facts = project is not None and bool(project.digest)
-    if tree is not None and all(r.ast_candidate is not None for r in rules):  # each is asked its question
-        by_text = list(rules) if tokens_only else [r for r in rules if r.may_fire_before_ast(text)]
-    elif tokens_only:
-        by_text = [r for r in rules if r.may_fire_before_ast(text)]
+    if tree is not None and tokens_only and all(r.ast_candidate is not None for r in rules):
+        by_text = list(rules)  # each is asked its question next
     else:
         by_text = [r for r in rules if r.may_fire(text)]
     # The ast questions are asked only when they may spare the libcst parse: a rule without one

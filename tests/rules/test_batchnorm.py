@@ -11,7 +11,6 @@ import pytest
 from torchlint.config import Settings, settings_from_table
 from torchlint.edits import apply_edits
 from torchlint.engine import lint_source
-from torchlint.rules.batchnorm import batchnorm_may_be_used, conv_may_have_bias
 from torchlint.torch_api import (
     CONV_BIAS_POSITION,
     CONV_BIAS_POSITIONS,
@@ -440,37 +439,3 @@ def test_add_module_attribute_and_bias_touch():
     """
     (d,) = lint(code)
     assert (d.location.row, d.location.column) == (6, 33) and d.fix is None
-
-
-@pytest.mark.parametrize(
-    "text, conv, norm",
-    [
-        ("nn.Conv2d(3, 8, 3)", True, False),
-        ("nn.Conv2d(3, 8, 3, bias=False)", False, False),
-        ("nn.Conv2d(3, 8, 3, bias = use_bias)", False, False),
-        ("nn.Conv2d(3, 8, 3, bias=(True))", True, False),
-        ("nn.Conv2d(3, 8, 3, **kw)", False, False),
-        ("nn.Conv2d(3, 8, 3, bias=True, **kw)", True, False),
-        ("nn.Conv2d(f(bias=False), 8, 3)", True, False),
-        ("nn.Conv2d(3, 8, 3, padding='same', bias=False)", True, False),  # a string: the scan gives up
-        ("nn.Conv2d (\n 3, 8, 3)", True, False),
-        ("from torch.nn import Conv2d as C", True, False),
-        ("C = nn.Conv2d", True, False),
-        ("Conv, BN = nn.Conv2d, nn.BatchNorm2d", True, True),
-        ("if isinstance(m, nn.Conv2d):\n    pass", False, False),
-        ("if isinstance(m, (nn.Conv2d, nn.BatchNorm2d)):", False, False),
-        ("isinstance(m, (nn.Conv2d,\n nn.BatchNorm2d))", False, True),  # a continued line: unsure
-        ("C, B = (\n    nn.Conv2d,\n    nn.BatchNorm2d)", True, True),
-        ("class SeparableConv2d(nn.Module): pass", False, False),
-        ("x = nn.BatchNorm2d.forward", False, False),
-        ("def f(norm_layer=nn.BatchNorm2d): pass", False, True),
-        ("nn.SyncBatchNorm(8)", False, True),
-        ("nn.SyncBatchNorm.convert_sync_batchnorm(model)", False, False),
-        ("'nn.BatchNorm2d'", False, False),
-        ("nn.ConvTranspose2d(3, 8, 2)", True, False),
-        ("nn.LazyConv2d(8, 3)", True, False),
-    ],
-)
-def test_prefilter_predicates(text, conv, norm):
-    assert conv_may_have_bias(text) is conv
-    assert batchnorm_may_be_used(text) is norm

@@ -158,12 +158,12 @@ def test_lookalikes_stay_silent(src):
         ("torch.zeros(\n 3,\n).to(d)", True),
         ("torch.zeros(3)\\\n.cuda()", True),
         ("torch.zeros (3).to(d)", True),
-        ("torch.zeros(3)  # c\n  .to(d)", True),
+        ("(torch.zeros(3)  # c\n  .to(d))", True),
         ("torch.ones(f(x)[0]).to(d)", True),
-        ("torch.tensor([')']).to(d)", True),  # a bracket in a string: the scan cannot vouch
+        ("torch.tensor([')']).to(d)", False),  # torch.tensor copies host data anyway
         ("from torch import zeros as z\nz(3).cuda()", True),  # an alias hides the name
-        ("from torch import zeros\tas\tz\n", True),
-        ("np.zeros(3).to(d)", True),  # not torch's, but the text cannot tell: the parse will
+        ("from torch import zeros\tas\tz\n", False),  # imported, never moved
+        ("np.zeros(3).to(d)", True),  # not torch's, but the question does not resolve names
         ("th.randn(2, 3)  # c\n", False),
         ("x = torch.tensor(a)\ny.to(d)", False),
         ("x = torch.zeros(a)\ny.to(d)", False),  # y is not bound to the constructor
@@ -181,10 +181,15 @@ def test_lookalikes_stay_silent(src):
         ("import numpy as np\n(3).to(d)", False),
     ],
 )
-def test_prefilter_scan_for_constructor_then_move(text, expected):
-    from torchlint.rules.device import factory_then_move
+def test_the_ast_question_for_constructor_then_move(text, expected):
+    """The ast question alone decides (the text scan that stood in for it where there was no
+    tree is gone: a rule's precision lives in its question)."""
+    import ast
 
-    assert factory_then_move(text) is expected
+    from torchlint.astindex import AstIndex
+    from torchlint.rules.device import factory_then_move_ast
+
+    assert factory_then_move_ast(AstIndex(ast.parse(text), text)) is expected
 
 
 def _messages(body: str):

@@ -198,7 +198,7 @@ def test_silent_in_test_code():
 ])
 def test_the_ast_question(source, kept):
     assert RULE.ast_candidate(AstIndex(ast.parse(source), source)) is kept
-    assert RULE.may_fire_before_ast(source) or not kept  # the tokens never drop what the question keeps
+    assert RULE.may_fire(source) or not kept  # the tokens never drop what the question keeps
 
 
 def test_what_it_reads_outside_its_definition_is_asked_of_the_whole_file_model_and_digested():

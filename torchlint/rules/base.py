@@ -7,7 +7,7 @@ prefilter) and its fix safety all sit at the top, and its ``visit_<Node>`` /
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Optional, Pattern, Tuple, Union
+from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Optional, Pattern, Tuple, Union, final
 
 from torchlint import _cst as cst
 # What Python allows between the tokens of `x . to (`, comments read for at most
@@ -118,19 +118,16 @@ class Rule:
         return cls.ast_candidate if cls.statement_local else None
 
     @classmethod
+    @final
     def may_fire(cls, text: str) -> bool:
-        """The prefilter: False only when the rule cannot possibly fire on ``text``. A rule may
-        add a costlier scan of the text here (TL202's constructor-then-move) standing in for
-        its ast question where there is no tree; ``may_fire_before_ast`` leaves it out."""
+        """The text prefilter: False only when the rule cannot possibly fire on ``text``: its
+        ``requires`` tokens, the same with or without a tree (the engine asks ``ast_candidate``
+        next where CPython's tree is at hand). Not overridden: a rule's precision belongs in its
+        ast question, asked wherever the tree is."""
         return all_present(cls.requires, text)
 
     @classmethod
-    def may_fire_before_ast(cls, text: str) -> bool:
-        """The text prefilter where ``ast_candidate`` is asked next (CPython's tree is at
-        hand): the ``requires`` tokens alone, a rule's costlier text scan left to the question."""
-        return all_present(cls.requires, text)
-
-    @classmethod
+    @final
     def may_fire_in_project(cls, text: str) -> bool:
         """The prefilter when the project index has facts about the file."""
         if not cls.uses_project:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.astindex import is_word
 from torchlint.context import INSERT_AFTER, FixSpec, NodeEdit, block_indents
 from torchlint.diagnostics import UNSAFE
 from torchlint.imports import dotted_name
-from torchlint.rules.base import GAP, Rule
+from torchlint.rules.base import Rule
 from torchlint.semantic import ASSIGN, AUGMENT, LOOP, PARAM
 from torchlint.syntax import UNKNOWN, body_simple_statements, get_arg, literal_value
 from torchlint.torch_api import CONV_BIAS_POSITIONS, CONV_CLASSES, MEAN_SUBTRACTING_NORMS
@@ -28,102 +26,7 @@ _APPLY_METHODS = frozenset({"forward", "__call__", "_conv_forward"})
 Layers = List[Optional["cst.BaseExpression"]]
 
 
-# -- prefilter ------------------------------------------------------------------------------------
-# Names at a word start (``_word_matches``: no leading ``(?<!\w)``, which would make the regex
-# engine try every position of the text instead of scanning for the literal)
-_CONV_NAME = re.compile(rf"(?:Lazy)?Conv(?:Transpose)?[123]d(?!\w){GAP}(.?)")
-_NORM_NAME = re.compile(rf"(?:Sync|Lazy)?BatchNorm(?:[123]d)?(?!\w){GAP}(.?)")
-_BIAS_NOT_TRUE = re.compile(rf"bias{GAP}={GAP}(?!\(*{GAP}True\b)")
-_ASSIGNMENT = re.compile(r"(?<![=!<>])=(?!=)")
-
-
-def _named_for_use(pattern: re.Pattern, text: str, call_may_fire: Callable[[str, int], bool]) -> bool:
-    """Is a class matched by ``pattern`` named anywhere a finding could come from? A call
-    (``call_may_fire`` vouches for its arguments), an ``as`` alias, an assignment or a parameter
-    default (``C = nn.Conv2d``, ``norm_layer=nn.BatchNorm2d``). Silent only on the spellings that
-    never reach a finding: ``isinstance(m, nn.Conv2d)`` on a line without ``=``, attribute reads
-    (``nn.BatchNorm2d.forward``) and names followed by a quote (inside a string)."""
-    for match in _word_matches(pattern, text):
-        after = match.group(1)
-        if after in (".", "'", '"'):
-            continue
-        if after in (")", ",") and not _may_bind(text, match.start()):
-            continue  # isinstance(m, nn.Conv2d) / (nn.Conv2d, nn.Linear): no alias is made here
-        if after == "(" and not call_may_fire(text, match.end()):
-            continue
-        return True
-    return False
-
-
-def _word_matches(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
-    r"""The matches ``(?<!\w)`` + ``pattern`` would find: each starting where no letter, digit
-    or ``_`` precedes it; after a match that does not, the search goes on from its next
-    character (a match starting inside it may be one)."""
-    pos = 0
-    while True:
-        match = pattern.search(text, pos)
-        if match is None:
-            return
-        start = match.start()
-        if start and is_word(text[start - 1]):
-            pos = start + 1
-            continue
-        yield match
-        pos = max(match.end(), start + 1)
-
-
-def _may_bind(text: str, at: int) -> bool:
-    """Could the statement around ``at`` bind a name to what is there? Yes when its line has
-    an ``=`` before it, or the line continues an earlier one (the ``=`` may be there)."""
-    start = text.rfind("\n", 0, at) + 1
-    if _ASSIGNMENT.search(text, start, at):
-        return True
-    end = text.find("\n", at)
-    line = text[start:end if end != -1 else len(text)]
-    if sum(line.count(c) for c in ")]}") > sum(line.count(c) for c in "([{"):
-        return True  # closes brackets opened on an earlier line
-    previous = text[text.rfind("\n", 0, max(start - 1, 0)) + 1:max(start - 1, 0)].split("#", 1)[0].rstrip()
-    return bool(previous) and previous[-1] in "([{,\\=+-*/%|&^<>:@~"
-
-
-def _conv_call_may_have_bias(text: str, start: int) -> bool:
-    """The arguments of the call whose ``(`` ends at ``start``: False when one of them, at the
-    call's own level, is ``bias=<not True>`` or ``*args``/``**kwargs`` (TL301 stays silent on
-    those), True otherwise and whenever a string or comment makes the brackets uncertain."""
-    depth, i, piece_start, pieces = 0, start, start, []
-    while i < len(text):
-        c = text[i]
-        if c in "'\"#":
-            return True
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            if depth == 0:
-                pieces.append(text[piece_start:i])
-                break
-            depth -= 1
-        elif c == "," and depth == 0:
-            pieces.append(text[piece_start:i])
-            piece_start = i + 1
-        i += 1
-    else:
-        return True
-    pieces = [p.strip() for p in pieces]
-    if any(p.startswith("bias") and _BIAS_NOT_TRUE.match(p) for p in pieces):
-        return False
-    return not any(p.startswith("*") for p in pieces) or any(p.startswith("bias") for p in pieces)
-
-
-def conv_may_have_bias(text: str) -> bool:
-    """Prefilter: a torch convolution is built (or aliased) with a bias that may be on."""
-    return _named_for_use(_CONV_NAME, text, _conv_call_may_have_bias)
-
-
-def batchnorm_may_be_used(text: str) -> bool:
-    """Prefilter: a BatchNorm class is built, aliased or given as a parameter default."""
-    return _named_for_use(_NORM_NAME, text, lambda _text, _start: True)
-
-
+# -- prefilter: the ast question ----------------------------------------------------------------
 _CONV_SHORT_NAMES = tuple(f"{lazy}Conv{kind}{n}d" for lazy in ("", "Lazy") for kind in ("", "Transpose") for n in "123")
 _BIAS_POSITIONS = sorted(set(CONV_BIAS_POSITIONS.values()))
 
@@ -184,12 +87,6 @@ class ConvBiasBeforeBatchNorm(Rule):
     ast_candidate = staticmethod(lambda index: index.mentions("BatchNorm", substring=True)
                                  and index.references(MEAN_SUBTRACTING_NORMS) and ast_conv_may_have_bias(index))
     fix_applicability = UNSAFE
-
-    @classmethod
-    def may_fire(cls, text: str) -> bool:
-        # where there is no tree: text scans standing in for the question (on timm and
-        # transformers the question alone costs less than these scans before it)
-        return super().may_fire(text) and conv_may_have_bias(text) and batchnorm_may_be_used(text)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -39,85 +39,7 @@ from torchlint.tree import walk
 # The prefilter's `.to(` / `.cuda(`, however it is spelt (see GAP). Sound: the rule only fires on
 # an Attribute `to`/`cuda` that is called.
 MOVE_CALL = re.compile(rf"\.{GAP}(?:to|cuda){GAP}\(")
-# ... right after the closing bracket of a call (see `factory_then_move`).
-_CALL_THEN_MOVE = re.compile(rf"\){GAP}\.{GAP}(?:to|cuda){GAP}\(")
 _FACTORY_NAMES = frozenset(DEVICE_FACTORIES)
-
-_CLOSE = {")": "(", "]": "[", "}": "{"}
-
-
-def _name_before(text: str, end: int) -> str:
-    """The identifier ending at ``end`` (exclusive), skipping whitespace before it."""
-    j = end - 1
-    while j >= 0 and text[j] in " \t\r\n\\":
-        j -= 1
-    k = j
-    while k >= 0 and (text[k].isalnum() or text[k] == "_"):
-        k -= 1
-    return text[k + 1:j + 1]
-
-
-def _imports_factory_as(text: str) -> bool:
-    """``from torch import zeros as z``: its calls are spelt ``z(...)``."""
-    for sep in (" as", "\tas"):
-        i = text.find(sep)
-        while i != -1:
-            after = text[i + len(sep):i + len(sep) + 1]
-            if after in (" ", "\t", "\\") and _name_before(text, i + 1) in _FACTORY_NAMES:
-                return True
-            i = text.find(sep, i + 1)
-    return False
-
-
-def _call_head(text: str, close: int) -> Optional[int]:
-    """The index of the ``(`` matching the ``)`` at ``close``; None when a string or comment
-    sits in between (the scan cannot vouch for brackets there)."""
-    depth, i = 0, close
-    while i >= 0:
-        c = text[i]
-        if c in ")]}":
-            depth += 1
-        elif c in "([{":
-            depth -= 1
-            if depth == 0:
-                return i
-        elif c in "'\"#":
-            return None
-        i -= 1
-    return -1
-
-
-def factory_then_move(text: str) -> bool:
-    """Prefilter: is some ``<constructor>(...)`` followed by ``.to(``/``.cuda(``, at once or
-    through a chain of calls (``torch.ones(1).fill_(v).to(d)``)? From each ``).to(`` the
-    brackets are matched backwards call by call to a constructor's name. A string or comment
-    inside them, or a constructor imported under another name, makes the answer yes. A name
-    moved (``x.to(``) counts when the text also calls a constructor (``x = torch.eye(3)``)."""
-    if _imports_factory_as(text):
-        return True
-    for match in _CALL_THEN_MOVE.finditer(text):
-        close = match.start()
-        while True:
-            i = _call_head(text, close)
-            if i is None:
-                return True
-            if i < 0:
-                break
-            name = _name_before(text, i)
-            if name in _SCAN_NAMES:
-                return True
-            if name not in HOST_CHAIN_METHODS:
-                break
-            j = i - len(name) - 1
-            while j >= 0 and text[j] in " \t\r\n\\.":
-                j -= 1  # back over the dot (and the space a chain may have) to the previous call
-            if j < 0 or text[j] != ")":
-                break
-            close = j
-    if _FACTORY_CALL.search(text) is None and _RANGE_FROM_TORCH.search(text) is None:
-        return False
-    targets = _constructor_targets(text)
-    return any(_bound_to_constructor(text, name, targets) for name in _moved_names(text))
 
 
 def _moved_names(text: str) -> set:
@@ -286,8 +208,7 @@ def factory_then_move_ast(index) -> bool:
     """The ast question: a ``.to(``/``.cuda(`` whose receiver is such a constructor call, through
     host methods (``torch.ones(1).fill_(v).to(d)``), or a name assigned one somewhere in the
     file (``eye = torch.eye(3)`` ... ``eye.cuda()``; the rule follows only that binding, of a
-    name moved bare). As precise as ``factory_then_move`` on the text, which it replaces where
-    the tree is at hand (calls, keywords and bindings instead of brackets and words)."""
+    name moved bare)."""
     named = set()
     for call, _ in index.method_calls("to", "cuda"):
         receiver = call.func.value
@@ -340,11 +261,6 @@ class TensorMovedAfterCreation(Rule):
         touches an accelerator (``FileModel.uses_accelerator``, issue 29 class 5)."""
         if self.ctx.model.uses_accelerator():
             super().report(node, message, fix, hint)
-
-    @classmethod
-    def may_fire(cls, text: str) -> bool:
-        # `.to(` and `tensor` are in most torch files; a constructor call followed by a move is not.
-        return super().may_fire(text) and factory_then_move(text)
 
     def visit_Call(self, node: cst.Call) -> None:
         method = method_call(node)
