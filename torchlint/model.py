@@ -791,6 +791,23 @@ class FileModel:
         facts = self.project
         return facts is None or not facts.cpu_program
 
+    # -- HB: functions a program runs only before it first touches an accelerator (issue 29 class 5)
+    def host_phase_functions(self) -> FrozenSet[Tuple[str, int]]:
+        """(name, n) of the module-level ``def``s (the n-th of that name, from 0) every call of
+        which runs before the program's first statement that may touch an accelerator: on the
+        host (``hostphase.py``: dlwpt-code's first ``training_loop``, called with a CPU model
+        before the notebook picks a device). Only in a program; empty for a text read in chunks."""
+        return cast(FrozenSet[Tuple[str, int]], self._ask(
+            "host_phase_functions", self._host_phase_functions, chunked=frozenset))
+
+    def _host_phase_functions(self) -> FrozenSet[Tuple[str, int]]:
+        from torchlint.hostphase import host_phase_functions
+        from torchlint.project import _is_program_root
+
+        if not _is_program_root(self.tree):
+            return frozenset()  # a module's function: another file may call it at any time
+        return host_phase_functions(self.text, self.tree)
+
     # -- W1: a Lightning Trainer on the GPU spelt in this file (issue 29 class 2, TL102) ----------
     # Fact: ``gpu_trainer()``: ``{"gpu"}`` when the file's text spells a Lightning ``Trainer`` on
     # the GPU (``accelerator="gpu"|"cuda"|"auto"``, ``gpus=1``, ``devices=1``: the project index's

@@ -664,6 +664,11 @@ class SemanticModel:
             elif b.kind == ASSIGN and b.value is not None:
                 if not self.on_host(b.value, is_loader, seen):
                     return False
+            elif b.kind == ASSIGN and isinstance(b.statement, cst.Assign):
+                # `state, action = batch`: an item of a value on the host is on the host (as
+                # `batch[0]` is; W2, issue 29: pytorch-a2c-ppo-acktr-gail's GAIL update)
+                if not self.on_host(b.statement.value, is_loader, seen):
+                    return False
             else:
                 return False
         return True

@@ -279,8 +279,28 @@ class HostSyncInLoop(Rule):
     def report(self, node, message=None, fix=None, hint=None) -> None:
         """Every finding waits for an accelerator: none in a program that never touches one
         (``FileModel.uses_accelerator``, issue 29 class 5: CPU-only teaching code)."""
-        if self.ctx.model.uses_accelerator():
+        if self.ctx.model.uses_accelerator() and not self._in_host_phase():
             super().report(node, message, fix, hint)
+
+    def _in_host_phase(self) -> bool:
+        """In a module-level function the program calls only before it first touches an
+        accelerator (``FileModel.host_phase_functions``: dlwpt-code's first ``training_loop``,
+        called with a CPU model before the notebook picks a device, issue 29 class 5)."""
+        body = self.ctx.module.body
+        top = next((a for a in self.ctx.ancestors if isinstance(a, cst.FunctionDef)), None)
+        if top is None or not any(s is top for s in body):
+            return False
+        functions = self.ctx.model.host_phase_functions()
+        if not functions:
+            return False
+        name = top.name.value
+        ordinal = 0
+        for statement in body:
+            if statement is top:
+                break
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                ordinal += 1
+        return (name, ordinal) in functions
 
     # -- implicit syncs: Python asking a device tensor for a value --------------------------------
     def visit_If(self, node: cst.If) -> None:
