@@ -160,7 +160,7 @@ class FileModel:
                                                  "layer_list_functions", "literal_flags", "pinned_parameters",
                                                  "loader_classes", "loader_choices", "batches", "accelerator_modules",
                                                  "accelerator_evidence", "grad_free_functions", "training_evidence",
-                                                 "periodic_names", "gpu_trainer")) -> str:
+                                                 "periodic_names", "gpu_trainer", "movers", "device_attributes")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
@@ -670,6 +670,21 @@ class FileModel:
 
         return handoffs(self.index, pinned, callees)
     # -- end of kinds of values (F4)
+
+    # -- helpers that move their argument, attributes that name a device (movers.py; TL202) ----
+    def movers(self) -> FrozenSet[Tuple[Scope, str, int]]:
+        """(class scope or ``()``, function, parameter position) for each method or module
+        function of the file that returns its argument moved to the device (``movers.py``)."""
+        from torchlint.movers import movers_of
+
+        return cast(FrozenSet[Tuple[Scope, str, int]], self._ask("movers", lambda: movers_of(self.index)))
+
+    def device_attributes(self) -> FrozenSet[Tuple[Scope, str, bool]]:
+        """``self.<attr>`` only ever bound to a device index or string, per class (``movers.py``)."""
+        from torchlint.movers import device_attributes_of
+
+        return cast(FrozenSet[Tuple[Scope, str, bool]],
+                    self._ask("device_attributes", lambda: device_attributes_of(self.index)))
 
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)

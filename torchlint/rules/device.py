@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from bisect import bisect_right
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.astindex import line_starts, through_calls
+from torchlint.astindex import line_starts
 from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import with_keyword_args
 from torchlint.heuristics import is_accelerator_device, is_per_step_function
 from torchlint.loops import runs_every_step
+from torchlint.model import scope_of
+from torchlint.movers import VARIABLES, class_part, is_device_attribute, is_variable, mover_position, movers_of, strip
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import ASSIGN, AUGMENT
 from torchlint.syntax import (
@@ -40,22 +43,6 @@ from torchlint.tree import walk
 # an Attribute `to`/`cuda` that is called.
 MOVE_CALL = re.compile(rf"\.{GAP}(?:to|cuda){GAP}\(")
 _FACTORY_NAMES = frozenset(DEVICE_FACTORIES)
-
-
-def _moved_names(text: str) -> set:
-    """The names ``x`` of every ``x.to(`` / ``x.cuda(`` / ``(x).cuda(`` in the text."""
-    names = set()
-    for match in MOVE_CALL.finditer(text):
-        i = match.start() - 1
-        while i >= 0 and (text[i] in " \t\r\n\\)"):
-            i -= 1
-        end = i + 1
-        while i >= 0 and (text[i].isalnum() or text[i] == "_"):
-            i -= 1
-        name = text[i + 1:end]
-        if name and not name[0].isdigit() and (i < 0 or text[i] != "."):
-            names.add(name)
-    return names
 
 
 _ASSIGNS = re.compile(r"(?<![=!<>:])=(?!=)|:=")
@@ -102,12 +89,6 @@ def _constructor_targets(text: str) -> set:
     return names
 
 
-def _bound_to_constructor(text: str, name: str, targets: Optional[set] = None) -> bool:
-    """Could ``name`` be assigned a constructor's result? (See ``_constructor_targets``.)"""
-    targets = _constructor_targets(text) if targets is None else targets
-    return name in targets or "*" in targets
-
-
 _ON_PURPOSE_ARG = re.compile(rf"(?:device|out|pin_memory|generator){GAP}=|\*\*")  # _HOST_ON_PURPOSE
 
 
@@ -140,7 +121,7 @@ HOST_CHAIN_METHODS = frozenset({
     "zero_", "fill_", "normal_", "uniform_", "random_", "exponential_", "fill_diagonal_",
     "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char", "type_as",
     "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "t", "transpose", "permute",
-    "contiguous", "flatten",
+    "contiguous", "flatten", "expand_as", "view_as", "reshape_as",
 })
 # torch.FloatTensor(n, m) and friends: a legacy constructor; given sizes it builds on the CPU
 # (``torch.Tensor(n, m)``, the default dtype, too: issue 29 class 4).
@@ -189,47 +170,83 @@ def _may_build_on_host_ast(index, call: ast.AST) -> bool:
     return not any(kw.arg is None or kw.arg in _HOST_ON_PURPOSE for kw in call.keywords)
 
 
-def _unpacked_values(value: Optional[ast.AST]) -> Iterator[ast.AST]:
-    """``value`` and, for a tuple or list, every element at any depth (``a, (b, c) = x, (y, z)``
-    binds ``b`` to ``y``: the semantic model unpacks it so)."""
-    todo = [value]
-    while todo:
-        node = todo.pop()
-        if node is None:
-            continue
-        yield node
-        if type(node) in (ast.Tuple, ast.List):
-            todo.extend(node.elts)
-        elif type(node) is ast.Starred:
-            todo.append(node.value)
-
-
 def factory_then_move_ast(index) -> bool:
     """The ast question: a ``.to(``/``.cuda(`` whose receiver is such a constructor call, through
-    host methods (``torch.ones(1).fill_(v).to(d)``), or a name assigned one somewhere in the
-    file (``eye = torch.eye(3)`` ... ``eye.cuda()``; the rule follows only that binding, of a
-    name moved bare)."""
+    host methods and ``Variable(x)`` (``torch.ones(1).fill_(v).to(d)``), or a name assigned one
+    somewhere in these statements (``eye = torch.eye(3)`` ... ``eye.cuda()``, ``Variable(eye).cuda()``,
+    ``eye.expand_as(x).to(d)``); the same given to a function of the file that moves its argument
+    (``movers.py``: ``self.to_gpu(torch.randn(n))``). A constructor call in the statements comes
+    first: where the text spells none (most definitions of a model file) nothing else is asked."""
+    lines = [line for line in _constructor_lines(index) if index.nodes_on(line)]
+    if not lines:
+        return False  # nothing built here: the rule's every site needs a constructor call
     named = set()
     for call, _ in index.method_calls("to", "cuda"):
-        receiver = call.func.value
-        if type(receiver) is ast.Name:
-            named.add(receiver.id)
-        elif _may_build_on_host_ast(index, through_calls(receiver, _CHAIN)):
+        base = strip(index, call.func.value, _CHAIN)
+        if type(base) is ast.Name:
+            named.add(base.id)
+        elif _may_build_on_host_ast(index, base):
             return True
+    movers = movers_of(index.whole())
+    if movers:
+        for node, parents, _ in index.occurrences(sorted({name for _, name, _ in movers})):
+            call = parents[-1] if parents else None
+            if type(call) is not ast.Call or call.func is not node:
+                continue
+            for arg in call.args:
+                base = strip(index, arg, _CHAIN)
+                if type(base) is ast.Name:
+                    named.add(base.id)
+                elif _may_build_on_host_ast(index, base):
+                    return True
     if not named:
         return False
-    for node, parents, _ in index.occurrences(sorted(named)):
-        if type(node) is not ast.Name or type(node.ctx) is not ast.Store:
-            continue
-        for parent in reversed(parents):  # the assignment whose target holds the name
-            kind = type(parent)
-            if kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr):
-                if any(_may_build_on_host_ast(index, through_calls(v, _CHAIN)) for v in _unpacked_values(parent.value)):
-                    return True
-                break
-            if kind not in (ast.Tuple, ast.List, ast.Starred):
-                break  # a loop, `with ... as`, an import...: not a binding the rule follows
+    for line in lines:
+        for node, parents in index.nodes_on(line):
+            if _may_build_on_host_ast(index, node) and not named.isdisjoint(_assigned_names(index, node, parents)):
+                return True
     return False
+
+
+_ALIASES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a file's index -> its aliases
+_FACTORY_WORDS = _SCAN_NAMES - HOST_DATA_FACTORIES - {"range"}  # what `_FACTORY_CALL` spells
+
+
+def _constructor_lines(index) -> List[int]:
+    """Lines of the file where a constructor ``_may_build_on_host_ast`` accepts may be called:
+    ``zeros(``/``torch.FloatTensor (``/``torch.range(`` as the text spells them, and the calls of
+    names bound to one (``from torch import zeros as z``, ``from torch import range``)."""
+    whole = index.whole()
+    aliases = _ALIASES.get(whole)
+    if aliases is None:
+        aliases = _ALIASES[whole] = tuple(sorted(
+            name for name, qualified in whole.bindings().items()
+            if name not in _FACTORY_WORDS and qualified & _HOST_BUILT_NAMES))
+    lines = whole.lines_matching(_FACTORY_CALL)
+    if aliases:
+        lines = sorted(set(lines).union(*(whole.word_lines(name, call=True) for name in aliases)))
+    return lines
+
+
+def _assigned_names(index, call: ast.AST, parents) -> set:
+    """The names an assignment binds when its value is ``call``, through host methods,
+    ``Variable(...)`` and tuples (``a, y = torch.zeros(1), 2`` binds both, as far as this asks)."""
+    node = call
+    for parent in reversed(parents):
+        kind = type(parent)
+        if kind is ast.Attribute and parent.value is node and parent.attr in _CHAIN:
+            node = parent
+        elif kind is ast.Call and (parent.func is node and type(node) is ast.Attribute or (
+                len(parent.args) == 1 and parent.args[0] is node and is_variable(index, parent.func))):
+            node = parent
+        elif kind in (ast.Tuple, ast.List, ast.Starred):
+            node = parent
+        elif kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr) and parent.value is node:
+            targets = parent.targets if kind is ast.Assign else [parent.target]
+            return {n.id for t in targets for n in ast.walk(t) if type(n) is ast.Name}
+        else:
+            break
+    return set()
 
 
 class TensorMovedAfterCreation(Rule):
@@ -265,22 +282,26 @@ class TensorMovedAfterCreation(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         method = method_call(node)
         if method is None or method[1] not in ("cuda", "to"):
+            if self._mover_names():
+                self._moved_by_helper(node)
             return
         receiver = method[0]
+        base, through = self._strip(receiver)
         bound = None
-        if isinstance(receiver, cst.Name):
-            if receiver.value not in self._names_bound_to_constructors():
-                return  # the cheap text check first: the data-flow model costs a walk of the file
-            bound = self._bound_on_host(receiver)
+        if isinstance(base, cst.Name):
+            bound = self._bound_name(base)
             if bound is None:
                 return
             created = bound[1]
+            if through:  # `Variable(z).cuda()`, `z.expand_as(x).to(d)`: no fix (the author picks the host steps)
+                created = (created[0], created[1], True)
+            receiver = base
         else:
             created = self._created_on_host(receiver)
         if created is None:
             return
         factory, short, chained = created
-        moved = _move_target(node, method[1], self.ctx)
+        moved = _move_target(node, method[1], self.ctx, self._device_attribute)
         if moved is None:
             return
         device, dtype = moved
@@ -301,22 +322,100 @@ class TensorMovedAfterCreation(Rule):
         """Names the text may assign a constructor's result to (the prefilter's test), once per file."""
         found = getattr(self, "_bound_names", None)
         if found is None:
-            text = self.ctx.text
-            targets = _constructor_targets(text)
-            found = self._bound_names = frozenset(n for n in _moved_names(text) if _bound_to_constructor(text, n, targets))
+            found = self._bound_names = frozenset(_constructor_targets(self.ctx.text))
         return found
+
+    def _bound_name(self, name: cst.Name):
+        """``_bound_on_host`` of a name moved, after the cheap text check (the data-flow model
+        costs a walk of the file)."""
+        targets = self._names_bound_to_constructors()
+        if name.value not in targets and "*" not in targets:
+            return None
+        return self._bound_on_host(name)
+
+    def _strip(self, expr: cst.BaseExpression) -> Tuple[cst.BaseExpression, bool]:
+        """(what ``expr`` is made of, whether anything was gone through): through host methods
+        (``.float()``, ``.expand_as(x)``) and ``torch.autograd.Variable(x)``, which is ``x``."""
+        through = False
+        while True:
+            method = method_call(expr)
+            if method is not None and method[1] in HOST_CHAIN_METHODS:
+                expr, through = method[0], True
+            elif (isinstance(expr, cst.Call) and len(expr.args) == 1 and expr.args[0].keyword is None
+                  and not expr.args[0].star and self.ctx.resolve_call(expr) in VARIABLES):
+                expr, through = expr.args[0].value, True
+            else:
+                return expr, through
+
+    def _device_attribute(self, expr: cst.BaseExpression) -> bool:
+        """``self.<attr>`` where every binding of the attribute in the file is a device index or
+        string, assigned in this class (``FileModel.device_attributes``)."""
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"):
+            return False
+        cls = class_part(scope_of(self.ctx.ancestors))
+        return is_device_attribute(self.ctx.model.device_attributes(), cls, expr.attr.value)
+
+    def _mover_names(self) -> frozenset:
+        """Names of the file's functions that move their argument (``FileModel.movers``), once."""
+        found = getattr(self, "_movers", None)
+        if found is None:
+            found = self._movers = frozenset(name for _, name, _ in self.ctx.model.movers())
+        return found
+
+    def _moved_by_helper(self, node: cst.Call) -> None:
+        """``self.to_gpu(torch.randn(n))``, ``to_device(z)`` with ``z = torch.zeros(n)``: a
+        constructor's result handed to a function of the file that moves its argument to the
+        device (``movers.py``). No fix: the device is chosen inside the helper."""
+        func = node.func
+        if isinstance(func, cst.Name):
+            name, container = func.value, ()
+            if name not in self._mover_names():
+                return
+            found = self.ctx.semantic.lookup(func)
+            if not found or len(found) != 1 or not isinstance(found[0].scope.node, cst.Module):
+                return  # another binding of the name may be what is called
+            callee = name
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            name = func.attr.value
+            if name not in self._mover_names():
+                return
+            container = class_part(scope_of(self.ctx.ancestors))
+            callee = f"self.{name}"
+        else:
+            return
+        if self.ctx.semantic.module_function(func) is None:
+            return
+        position = mover_position(self.ctx.model.movers(), container, name)
+        if position is None:
+            return
+        positional = [a for a in node.args if a.keyword is None]
+        if len(positional) <= position or any(a.star for a in positional[:position + 1]):
+            return
+        arg = positional[position].value
+        base, _ = self._strip(arg)
+        bound = None
+        if isinstance(base, cst.Name):
+            bound = self._bound_name(base)
+            if bound is None:
+                return
+            created = bound[1]
+        else:
+            created = self._created_on_host(arg)
+        if created is None:
+            return
+        short = created[1]
+        what = f"`{base.value}` created" if bound is not None else "Tensor created"
+        advice = ("build it with `torch.empty(..., dtype=..., device=...)`" if short in LEGACY_TENSOR_TYPES
+                  else "pass `device=` to the factory")
+        self.report(node, f"{what} on the CPU then moved by `{callee}`; {advice} (no fix: the helper picks the device)",
+                    hint=self.hint + self._every_step())
 
     def _created_on_host(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str, bool]]:
         """(constructor call, its short name, whether host methods follow it) when ``expr`` is a
         torch constructor call building a new host tensor (``torch.zeros(n)``,
         ``torch.FloatTensor(n, m)``), maybe followed by fills, casts and reshapes
-        (``.fill_(v).type_as(x)``); None otherwise."""
-        chained = False
-        while True:
-            method = method_call(expr)
-            if method is None or method[1] not in HOST_CHAIN_METHODS:
-                break
-            expr, chained = method[0], True
+        (``.fill_(v).type_as(x)``) or wrapped in ``Variable(...)``; None otherwise."""
+        expr, chained = self._strip(expr)
         if not isinstance(expr, cst.Call):
             return None
         short = tensor_factory(self.ctx, expr)
@@ -335,11 +434,15 @@ class TensorMovedAfterCreation(Rule):
             return None
         return expr, short, chained
 
-    def _bound_on_host(self, name: cst.Name):
+    def _bound_on_host(self, name: cst.Name, inner: bool = False):
         """(binding, created) for ``eye.cuda()`` where the only binding of ``eye`` that reaches is
         ``eye = <constructor>(...)`` in the same function (not ``__init__``: built once), and this
         move is the only read of it (a tensor also used on the host, or moved to several devices,
-        needs its host copy)."""
+        needs its host copy). The binding may build on an earlier one of the same name, read
+        there alone (``eta = torch.rand(n)``, ``eta = eta.expand(n, m)``: ``inner``, the
+        constructor's ``created`` counts as chained). Other reads are allowed only where the
+        host tensor is what a program without a device reads (``_host_branch_of``,
+        ``_guarded_rebinding``, ``_read_only_without_device``)."""
         model = self.ctx.semantic
         bindings = model.lookup(name)
         if not bindings or len(bindings) != 1:
@@ -352,20 +455,53 @@ class TensorMovedAfterCreation(Rule):
             return None
         created = self._created_on_host(binding.value)
         if created is None:
-            return None
+            base, _ = self._strip(binding.value)
+            if inner or not isinstance(base, cst.Name) or base.value != name.value or base is name:
+                return None
+            earlier = self._bound_on_host(base, inner=True)  # `eta = eta.expand(...)`
+            if earlier is None:
+                return None
+            created = (earlier[1][0], earlier[1][1], True)
         store_ids = {id(b.node) for b in scope.bindings.get(name.value, ()) if b.kind != AUGMENT}
         reads = [n for n in walk(scope.node.body) if isinstance(n, cst.Name) and n.value == name.value
                  and id(n) not in store_ids and n is not binding.node]
         uses = [n for n in reads if any(b is binding for b in model.lookup(n) or ())]
         if name not in uses:
             return None
-        if len(uses) > 1 and not (len(uses) == 2 and self._host_branch_of(name, uses)):
+        if len(uses) > 1 and inner:
+            return None
+        if len(uses) > 1 and not (len(uses) == 2 and self._host_branch_of(name, uses)) and not self._read_only_without_device(name, uses):
             # `m = m.cuda()` under `if x.is_cuda:`: a later read sees the host tensor only where
             # the test said there is no device (issue 29 class 4); any other read keeps it silent
             moved = self._guarded_rebinding(name, scope)
             if moved is None or not all(n is name or any(b is moved for b in model.lookup(n) or ()) for n in uses):
                 return None
         return binding, created
+
+    def _read_only_without_device(self, name: cst.Name, uses: List[cst.Name]) -> bool:
+        """The move is in the body of an ``if`` that asks for the device, and every other read of
+        the binding is in that ``if``'s ``else`` (``if self.cuda: z = Variable(z).cuda(0)`` /
+        ``else: z = Variable(z)``): the host tensor is read only where there is no device."""
+        up = self.ctx.ancestors
+        for i in range(len(up) - 2, -1, -1):
+            guard = up[i]
+            if not isinstance(guard, cst.If) or up[i + 1] is not guard.body or guard.orelse is None:
+                continue
+            if not _asks_for_device(self.ctx, guard.test):
+                return False
+            other = {id(n) for n in walk(guard.orelse) if isinstance(n, cst.Name)}
+            branches = (guard.body, guard.orelse.body if isinstance(guard.orelse, cst.Else) else None)
+            return all(n is name or id(n) in other or self._rebound_in_both(n, branches) for n in uses)
+        return False
+
+    def _rebound_in_both(self, read: cst.Name, branches) -> bool:
+        """Does ``read`` (after the ``if``) see a binding made at the top of each of its two
+        blocks? Then the binding before the ``if`` cannot reach it, though the semantic model,
+        which follows no branch to its end, lists that one too (``if c: x = a`` / ``else: x = b``)."""
+        body, orelse = branches
+        found = self.ctx.semantic.lookup(read) or ()
+        return orelse is not None and any(b.blocks and b.blocks[-1] is body for b in found) and any(
+            b.blocks and b.blocks[-1] is orelse for b in found)
 
     def _host_branch_of(self, name: cst.Name, uses: List[cst.Name]) -> bool:
         """``m.cuda() if use_cuda else m`` (or ``m.cpu()``): the move is the body of a conditional
@@ -537,10 +673,12 @@ def _takes_device(factory: cst.Call, short: str) -> bool:
 
 
 def _move_target(
-    node: cst.Call, method: str, ctx
+    node: cst.Call, method: str, ctx, device_attribute=lambda expr: False
 ) -> Optional[Tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
     """(device expression for the factory, dtype expression or None) if this `.to()`/`.cuda()`
-    certainly moves to a device and nothing else is asked of it; else None."""
+    certainly moves to a device and nothing else is asked of it; else None. ``device_attribute``:
+    is an expression ``self.<attr>`` only ever bound to a device index or string
+    (``.cuda(self.cuda_index)`` with ``self.cuda_index = 0``)?"""
     bound = move_arguments(node, TENSOR_CUDA_PARAMS if method == "cuda" else TENSOR_TO_PARAMS)
     if bound is None or set(bound) - {"device", "dtype"} - _DROPPABLE:
         return None
@@ -553,8 +691,10 @@ def _move_target(
             return cst.SimpleString(f'"cuda:{index}"'), None
         if isinstance(index, str) and is_accelerator_device(ctx, device):
             return device, None
+        if device_attribute(device):
+            return device, None  # an index (a legacy device= ordinal is a CUDA device) or a string
         return None  # .cuda(x): x may be None (the current device), which device=None is not
-    if device is None or not is_accelerator_device(ctx, device):
+    if device is None or not (is_accelerator_device(ctx, device) or device_attribute(device)):
         return None
     return device, bound.get("dtype")
 
