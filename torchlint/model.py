@@ -675,16 +675,15 @@ class FileModel:
     def movers(self) -> FrozenSet[Tuple[Scope, str, int]]:
         """(class scope or ``()``, function, parameter position) for each method or module
         function of the file that returns its argument moved to the device (``movers.py``)."""
-        from torchlint.movers import movers_of
+        from torchlint.movers import file_movers
 
-        return cast(FrozenSet[Tuple[Scope, str, int]], self._ask("movers", lambda: movers_of(self.index)))
+        return cast(FrozenSet[Tuple[Scope, str, int]], self._ask("movers", lambda: file_movers(self)))
 
     def device_attributes(self) -> FrozenSet[Tuple[Scope, str, bool]]:
         """``self.<attr>`` only ever bound to a device index or string, per class (``movers.py``)."""
-        from torchlint.movers import device_attributes_of
+        from torchlint.movers import file_device_attributes
 
-        return cast(FrozenSet[Tuple[Scope, str, bool]],
-                    self._ask("device_attributes", lambda: device_attributes_of(self.index)))
+        return cast(FrozenSet[Tuple[Scope, str, bool]], self._ask("device_attributes", lambda: file_device_attributes(self)))
 
     def _is_version_test(self, test: ast.expr) -> bool:
         segment = self._segment(test)

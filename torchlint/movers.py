@@ -37,6 +37,7 @@ from torchlint.words import DEVICE_NAME_WORDS
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
+    from torchlint.model import FileModel
 
 Scope = Tuple[Tuple[str, str], ...]
 Mover = Tuple[Scope, str, int]
@@ -159,6 +160,16 @@ def asks_for_device(test: Any) -> bool:
         right = test.comparators[0]
         return type(right) is ast.Constant and right.value == "cuda"
     return False
+
+
+def file_movers(model: "FileModel") -> FrozenSet[Mover]:
+    """``FileModel.movers``: the text's cheap test before the model's tree is built."""
+    return movers_of(model.index) if _RETURN_MOVE.search(model.text) is not None else frozenset()
+
+
+def file_device_attributes(model: "FileModel") -> FrozenSet[Tuple[Scope, str, bool]]:
+    """``FileModel.device_attributes``: the text's cheap test before the model's tree is built."""
+    return device_attributes_of(model.index) if _DEVICE_ARGUMENT.search(model.text) is not None else frozenset()
 
 
 def movers_of(index: "AstIndex") -> FrozenSet[Mover]:

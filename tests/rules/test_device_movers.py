@@ -1,0 +1,221 @@
+"""TL202 through helpers, device attributes and ``Variable`` (issue 29 classes 3 and 4): the
+whole-file facts of ``torchlint/movers.py`` (``FileModel.movers``/``device_attributes``), the
+rule's findings on them, and its ast question."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from torchlint.astindex import AstIndex
+from torchlint.config import Settings
+from torchlint.engine import lint_source
+from torchlint.model import FileModel
+from torchlint.rules import rules_by_code
+from torchlint.rules.device import factory_then_move_ast
+
+HEADER = "import torch\nfrom torch.autograd import Variable\n"
+
+
+def lint(body: str):
+    text = HEADER + textwrap.dedent(body)
+    return lint_source(text, "train.py", Settings(), rules=[rules_by_code()["TL202"]])
+
+
+def rows(body: str):
+    return [d.location.row for d in lint(body)]
+
+
+def model(body: str) -> FileModel:
+    return FileModel.of_text(HEADER + textwrap.dedent(body))
+
+
+# -- the facts -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("def to_gpu(t):\n    return t.cuda()\n", {((), "to_gpu", 0)}),
+        ("def to_dev(x, t):\n    return t.to(DEVICE)\n", {((), "to_dev", 1)}),
+        ("def to_dev(t):\n    return Variable(t.float()).to(device='cuda:0')\n", {((), "to_dev", 0)}),
+        ("def to_dev(t):\n    return Variable(t.cuda())\n", {((), "to_dev", 0)}),
+        ("class M:\n    def var(self, a):\n        if self.cuda:\n            return Variable(a).cuda(self.i)\n"
+         "        return Variable(a)\n", {((("c", "M"),), "var", 0)}),
+        ("class M:\n    @staticmethod\n    def var(a):\n        return a.cuda() if torch.cuda.is_available() else a\n",
+         {((("c", "M"),), "var", 0)}),
+        # a flag the caller passes: unknown
+        ("def maybe(t, use_cuda):\n    if use_cuda:\n        return t.cuda()\n    return t\n", set()),
+        ("def maybe(t, cuda):\n    return t.cuda() if cuda else t\n", set()),
+        # a test that does not ask for a device
+        ("class M:\n    def var(self, a):\n        if self.training:\n            return a.cuda()\n        return a\n", set()),
+        # the move in the else: moved when there is no device?
+        ("class M:\n    def var(self, a):\n        if self.cuda:\n            return a\n        else:\n            return a.cuda()\n", set()),
+        # not the parameter; not a device; a nested function; a move in a loop
+        ("def f(t):\n    return other.cuda()\n", set()),
+        ("def f(t):\n    return t.to(torch.float16)\n", set()),
+        ("def outer():\n    def f(t):\n        return t.cuda()\n    return f\n", set()),
+        ("def f(ts):\n    for t in ts:\n        return t.cuda()\n", set()),
+        # the return's first line does not spell the move: the cheap test says no
+        ("def f(t):\n    return (\n        t.cuda()\n    )\n", set()),
+    ],
+)
+def test_movers(body, expected):
+    assert set(model(body).movers()) == expected
+
+
+@pytest.mark.parametrize(
+    "body, device",
+    [
+        ("class M:\n    def __init__(self):\n        self.i = 0\n    def f(self, x):\n        return x.cuda(self.i)\n", True),
+        ("class M:\n    def __init__(self):\n        self.i = 'cuda:1'\n    def f(self, x):\n        return x.to(self.i)\n", True),
+        ("class M:\n    def __init__(self, a):\n        self.i = 0\n    def g(self, a):\n        self.i = a.gpu\n"
+         "    def f(self, x):\n        return x.cuda(self.i)\n", False),
+        ("class M:\n    def __init__(self):\n        self.i = 0\n    def f(self, x):\n        self.i += 1\n        return x.cuda(self.i)\n", False),
+        ("class M:\n    def __init__(self):\n        self.i, self.j = 0, 1\n    def f(self, x):\n        return x.cuda(self.i)\n", False),
+        ("class M:\n    def __init__(self):\n        self.i = 'cpu'\n    def f(self, x):\n        return x.to(self.i)\n", False),
+        ("class M:\n    def __init__(self):\n        self.i = True\n    def f(self, x):\n        return x.cuda(self.i)\n", False),
+        ("class M:\n    def __init__(self):\n        self.i = 0\n    def f(self, x):\n        return x.cuda(self.i)\n"
+         "m = M()\nm.i = args.gpu\n", False),  # bound elsewhere in the file too
+    ],
+)
+def test_device_attributes(body, device):
+    from torchlint.movers import is_device_attribute
+
+    assert is_device_attribute(model(body).device_attributes(), (("c", "M"),), "i") is device
+
+
+def test_no_move_no_work():
+    """A file whose text hands nothing to a move asks nothing of the tree."""
+    found = model("class M:\n    def __init__(self):\n        self.i = 0\n    def f(self, x):\n        return x + self.i\n")
+    assert found.device_attributes() == frozenset() and found.movers() == frozenset()
+    assert found._tree is None
+
+
+def test_the_facts_are_in_the_editor_digest():
+    """A helper elsewhere in the file decides a finding: an edit there must change the digest."""
+    mover = "def to_gpu(t):\n    return t.cuda()\n"
+    assert model(mover).digest() != model(mover.replace("t.cuda()", "t")).digest()
+
+
+# -- the rule ----------------------------------------------------------------------------------------
+
+GAN = """\
+class Gan:
+    def __init__(self, n):
+        self.n = n
+        self.cuda = False
+        self.cuda_index = 0
+
+    def variable(self, arg):
+        if self.cuda:
+            return Variable(arg).cuda(self.cuda_index)
+        else:
+            return Variable(arg)
+
+    def step(self, images):
+        z = torch.randn(self.n, 100)
+        images, z = self.variable(images), self.variable(z)
+        fake = self.variable(torch.randn(self.n, 100))
+        real = Variable(torch.ones(self.n)).cuda(self.cuda_index)
+        other = Variable(torch.zeros(self.n).cuda(self.cuda_index))
+        return images, z, fake, real, other
+"""
+
+
+def test_helper_variable_and_device_attribute():
+    found = lint(GAN)
+    assert [d.location.row for d in found] == [17, 18, 19, 20]
+    assert [d.message for d in found[:2]] == [
+        "`z` created on the CPU then moved by `self.variable`; pass `device=` to the factory (no fix: the helper picks the device)",
+        "Tensor created on the CPU then moved by `self.variable`; pass `device=` to the factory (no fix: the helper picks the device)",
+    ]
+    assert [d.fix is None for d in found] == [True, True, True, False]  # Variable(...).cuda(): which wrapper stays is the author's
+    text = HEADER + GAN
+    assert "torch.zeros(self.n, device=self.cuda_index)" in _apply(text, found[3])
+
+
+def _apply(text, finding):
+    from torchlint.edits import apply_edits
+
+    return apply_edits(text, finding.fix.edits)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (("z = torch.randn(self.n, 100)", "z = images * 2"), [18, 19, 20]),  # no constructor's result
+        (("fake = self.variable(", "fake = self.other("), [17, 19, 20]),  # not a mover
+        (("if self.cuda:\n            return Variable(arg).cuda", "if self.training:\n            return Variable(arg).cuda"),
+         [19, 20]),  # moves on a test that does not ask for a device
+    ],
+)
+def test_helper_lookalikes(change, expected):
+    body = GAN.replace(*change)
+    assert body != GAN
+    assert rows(body) == expected
+
+
+def test_the_device_attribute_decides_the_direct_moves():
+    body = GAN.replace("self.cuda_index = 0", "self.cuda_index = None")
+    assert rows(body) == [17, 18]  # the helper still moves (`.cuda(x)` moves to some GPU); the direct ones are unknown
+
+
+def test_a_flag_the_caller_passes_is_unknown():
+    body = "def maybe(t, use_cuda):\n    if use_cuda:\n        return t.cuda()\n    return t\n\ndef f(flag):\n    return maybe(torch.zeros(3), flag)\n"
+    assert rows(body) == []
+    assert rows(body.replace("if use_cuda:", "if torch.cuda.is_available():")) == [9]
+
+
+def test_a_local_name_shadows_the_module_helper():
+    body = "def to_gpu(t):\n    return t.cuda()\n\ndef f(to_gpu):\n    return to_gpu(torch.zeros(3))\n"
+    assert rows(body) == []
+    assert rows(body.replace("def f(to_gpu):", "def f():")) == [7]
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        # the host copy is read only in the else of the device test
+        ("def f(n, use_cuda):\n    z = torch.randn(n)\n    if use_cuda:\n        z = Variable(z).cuda()\n"
+         "    else:\n        z = Variable(z)\n    return z\n", [6]),
+        # ... and after an if/else that rebinds it in both blocks
+        ("def f(n, use_cuda):\n    z = torch.randn(n)\n    if use_cuda:\n        a, z = 1, z.cuda()\n"
+         "    else:\n        a, z = 2, z\n    return z\n", [6]),
+        # a read after an if without an else sees the host tensor
+        ("def f(n, use_cuda):\n    z = torch.randn(n)\n    if use_cuda:\n        a, z = 1, z.cuda()\n    return z\n", []),
+        # the else is of a test that does not ask for a device
+        ("def f(n, flag):\n    z = torch.randn(n)\n    if flag:\n        z = Variable(z).cuda()\n"
+         "    else:\n        z = Variable(z)\n    return z\n", []),
+        # rebound through host methods under the same name, then moved
+        ("def f(n, use_cuda):\n    eta = torch.FloatTensor(n, 1).uniform_(0, 1)\n    eta = eta.expand(n, 3)\n"
+         "    if use_cuda:\n        eta = eta.cuda()\n    else:\n        eta = eta\n    return eta\n", [7]),
+        # ... but not when the first binding is read elsewhere too
+        ("def f(n, use_cuda):\n    eta = torch.rand(n, 1)\n    print(eta)\n    eta = eta.expand(n, 3)\n    return eta.cuda()\n", []),
+        # moved through host methods
+        ("def f(x, n):\n    alpha = torch.rand(n, 1)\n    alpha = alpha.expand_as(x).to(x.device)\n    return alpha\n", [5]),
+        # another name: the rule follows one binding of the moved name only
+        ("def f(x, n):\n    a = torch.rand(n, 1)\n    b = a.expand_as(x)\n    return b.to(x.device)\n", []),
+    ],
+)
+def test_bound_forms(body, expected):
+    assert rows(body) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("from torch.autograd import Variable\nVariable(torch.zeros(3)).cuda(i)\n", True),
+        ("from torch.autograd import Variable\nz = torch.zeros(3)\nVariable(z).cuda(i)\n", True),
+        ("Variable(torch.zeros(3)).cuda(i)\n", False),  # not torch's Variable
+        ("a = torch.rand(3)\na = a.expand_as(x).to(d)\n", True),
+        ("def f(t):\n    return t.cuda()\nf(torch.zeros(3))\n", True),
+        ("def f(t):\n    return t.cuda()\nz = torch.zeros(3)\nf(z)\n", True),
+        ("def f(t):\n    return t.cuda()\nf(x)\ny = torch.zeros(3)\n", False),
+        ("def f(t):\n    return t\nf(torch.zeros(3))\n", False),
+        ("x.cuda()\ny.to(d)\n", False),  # no constructor called: nothing else is asked
+    ],
+)
+def test_the_ast_question(text, expected):
+    assert factory_then_move_ast(AstIndex(ast.parse(text), text)) is expected
