@@ -42,8 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
 Scope = Tuple[Tuple[str, str], ...]
 Mover = Tuple[Scope, str, int]
 
-# A `return` line that spells a move: the cheap test before the tree is looked at.
-_RETURN_MOVE = re.compile(rf"(?<!\w)return(?!\w)[^\n]*?\.{GAP}(?:to|cuda){GAP}\(")
+# A `return` line that spells a move: the cheap test before the tree is looked at (led by the
+# literal: a leading look-behind would make the search try every character).
+_RETURN_MOVE = re.compile(rf"return(?!\w)[^\n]*?\.{GAP}(?:to|cuda){GAP}\(")
 # `.cuda(self.x` / `.to(self.x`: the attributes the device question is asked about.
 _DEVICE_ARGUMENT = re.compile(rf"\.{GAP}(?:cuda|to){GAP}\({GAP}self{GAP}\.{GAP}([A-Za-z_]\w*)")
 _DEVICE_WORDS = frozenset({"cuda", "gpu"})
@@ -74,7 +75,7 @@ def class_part(scope: Scope) -> Scope:
 def is_variable(index: "AstIndex", func: ast.AST) -> bool:
     """Is ``func`` ``torch.autograd.Variable`` (imported by name, or spelt through ``autograd``)?"""
     if type(func) is ast.Name:
-        return bool(index.bindings().get(func.id, set()) & VARIABLES)
+        return "Variable" in index.text and bool(index.bindings().get(func.id, set()) & VARIABLES)
     return type(func) is ast.Attribute and func.attr == "Variable" and (
         (type(func.value) is ast.Attribute and func.value.attr == "autograd")
         or (type(func.value) is ast.Name and func.value.id == "autograd"))
@@ -162,9 +163,18 @@ def asks_for_device(test: Any) -> bool:
     return False
 
 
+def returns_a_move(text: str) -> bool:
+    """Does a line of ``text`` spell ``return ... .to(``/``.cuda(`` (``return`` as a word)?"""
+    for match in _RETURN_MOVE.finditer(text):
+        i = match.start()
+        if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):
+            return True
+    return False
+
+
 def file_movers(model: "FileModel") -> FrozenSet[Mover]:
     """``FileModel.movers``: the text's cheap test before the model's tree is built."""
-    return movers_of(model.index) if _RETURN_MOVE.search(model.text) is not None else frozenset()
+    return movers_of(model.index) if returns_a_move(model.text) else frozenset()
 
 
 def file_device_attributes(model: "FileModel") -> FrozenSet[Tuple[Scope, str, bool]]:
@@ -181,7 +191,7 @@ def movers_of(index: "AstIndex") -> FrozenSet[Mover]:
 
 
 def _movers(index: "AstIndex") -> FrozenSet[Mover]:
-    if _RETURN_MOVE.search(index.text) is None:
+    if not returns_a_move(index.text):
         return frozenset()
     from torchlint.rules.device import HOST_CHAIN_METHODS
 

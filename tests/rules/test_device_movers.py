@@ -215,6 +215,10 @@ def test_bound_forms(body, expected):
         ("def f(t):\n    return t.cuda()\nf(x)\ny = torch.zeros(3)\n", False),
         ("def f(t):\n    return t\nf(torch.zeros(3))\n", False),
         ("x.cuda()\ny.to(d)\n", False),  # no constructor called: nothing else is asked
+        ("x = torch.\uff5a\uff45\uff52\uff4f\uff53(3)\nx.cuda()\n", True),  # zeros in full-width letters: the tree's name
+        ("from torch import zeros as z\ny = z(3)\ny.cuda()\n", True),  # an alias: its calls are constructor calls
+        ("import torch\nmake = torch.ones\ny = make(3)\ny.cuda()\n", True),
+        ("def f(x: torch.Tensor = None):\n    y = x.float()\n    return y.cuda()\n", False),
     ],
 )
 def test_the_ast_question(text, expected):

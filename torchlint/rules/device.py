@@ -6,7 +6,7 @@ import ast
 import re
 import weakref
 from bisect import bisect_right
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
@@ -163,7 +163,7 @@ def _may_build_on_host_ast(index, call: ast.AST) -> bool:
         if func.attr not in _HOST_BUILT:
             return False
     elif type(func) is ast.Name:
-        if func.id not in _HOST_BUILT and not index.bindings().get(func.id, set()) & _HOST_BUILT_NAMES:
+        if func.id not in _HOST_BUILT and func.id not in _aliases(index):
             return False
     else:
         return False
@@ -177,7 +177,11 @@ def factory_then_move_ast(index) -> bool:
     ``eye.expand_as(x).to(d)``); the same given to a function of the file that moves its argument
     (``movers.py``: ``self.to_gpu(torch.randn(n))``). A constructor call in the statements comes
     first: where the text spells none (most definitions of a model file) nothing else is asked."""
-    lines = [line for line in _constructor_lines(index) if index.nodes_on(line)]
+    every = _constructor_lines(index)
+    if every is None:  # not ASCII: the calls the tree holds
+        lines = sorted({n.lineno for n in ast.walk(index.tree) if _may_build_on_host_ast(index, n)})
+    else:
+        lines = [line for line in every if index.nodes_on(line)]
     if not lines:
         return False  # nothing built here: the rule's every site needs a constructor call
     named = set()
@@ -208,24 +212,67 @@ def factory_then_move_ast(index) -> bool:
     return False
 
 
-_ALIASES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a file's index -> its aliases
 _FACTORY_WORDS = _SCAN_NAMES - HOST_DATA_FACTORIES - {"range"}  # what `_FACTORY_CALL` spells
+# One literal-led regex per stem (a regex alternation of the words reads ~13 MB/s, these ~500):
+# a constructor's name is a word the stem starts, or ends (`FloatTensor`).
+_STEMS = tuple(re.compile(rf"{stem}\w*") for stem in (
+    "Tensor", "arange", "empty", "eye", "full", "linspace", "logspace", "normal", "ones", "rand",
+    "tril_indices", "triu_indices", "zeros"))
+_CALLED_OR_ALIASED = re.compile(rf"{GAP}(?:(\()|as(?!\w)|)")
+_TORCH_RANGE = re.compile(rf"\.{GAP}range{GAP}\(")
+_DOTTED_BEFORE = re.compile(r"(?:[A-Za-z_]\w*\s*\.\s*)*$")
+_CONSTRUCTOR_LINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a file's index -> (lines, aliases)
 
 
-def _constructor_lines(index) -> List[int]:
+def _constructor_lines(index) -> Optional[List[int]]:
     """Lines of the file where a constructor ``_may_build_on_host_ast`` accepts may be called:
-    ``zeros(``/``torch.FloatTensor (``/``torch.range(`` as the text spells them, and the calls of
-    names bound to one (``from torch import zeros as z``, ``from torch import range``)."""
+    ``zeros(``, ``torch.FloatTensor (``, ``torch.range(`` as the text spells them, and the calls
+    of names bound to one (``from torch import zeros as z``, ``make = torch.ones``, ``from
+    torch import range``: the index's bindings, asked only when the text spells such a thing).
+    None where the text is not ASCII (an identifier may be spelt in other characters)."""
+    return _constructors(index)[0]
+
+
+def _aliases(index) -> FrozenSet[str]:
+    """Names other than a constructor's own bound to a torch constructor (``AstIndex.bindings``)."""
+    return _constructors(index)[1]
+
+
+def _constructors(index) -> Tuple[Optional[List[int]], FrozenSet[str]]:
     whole = index.whole()
-    aliases = _ALIASES.get(whole)
-    if aliases is None:
-        aliases = _ALIASES[whole] = tuple(sorted(
-            name for name, qualified in whole.bindings().items()
-            if name not in _FACTORY_WORDS and qualified & _HOST_BUILT_NAMES))
-    lines = whole.lines_matching(_FACTORY_CALL)
-    if aliases:
-        lines = sorted(set(lines).union(*(whole.word_lines(name, call=True) for name in aliases)))
-    return lines
+    found = _CONSTRUCTOR_LINES.get(whole)
+    if found is not None:
+        return found
+    text = whole.text
+    starts: List[int] = []
+    aliased = _RANGE_FROM_TORCH.search(text) is not None
+    for pattern in _STEMS:
+        for match in pattern.finditer(text):
+            i, end = match.start(), match.end()
+            while i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"):
+                i -= 1
+            if text[i:end] not in _FACTORY_WORDS:
+                continue
+            after = _CALLED_OR_ALIASED.match(text, end)
+            if after is not None and after.group(1):
+                starts.append(i)
+            elif after is not None and after.end() > end and text[after.end() - 2:after.end()] == "as":
+                aliased = True  # `import zeros as z`
+            elif not aliased:
+                head = text[text.rfind("\n", 0, i) + 1:i]
+                head = head[:_DOTTED_BEFORE.search(head).start()].rstrip()
+                aliased = head.endswith("=") and head[-2:-1] not in ("=", "!", "<", ">")  # `z = torch.zeros`
+    starts.extend(m.start() for m in _TORCH_RANGE.finditer(text))
+    aliases: FrozenSet[str] = frozenset()
+    if aliased:
+        aliases = frozenset(name for name, qualified in whole.bindings().items()
+                            if name not in _FACTORY_WORDS and qualified & _HOST_BUILT_NAMES)
+    table = line_starts(text)
+    lines = {bisect_right(table, i) for i in starts}
+    for name in aliases:
+        lines.update(whole.word_lines(name, call=True))
+    found = _CONSTRUCTOR_LINES[whole] = (sorted(lines) if text.isascii() else None, aliases)
+    return found
 
 
 def _assigned_names(index, call: ast.AST, parents) -> set:
@@ -282,7 +329,7 @@ class TensorMovedAfterCreation(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         method = method_call(node)
         if method is None or method[1] not in ("cuda", "to"):
-            if self._mover_names():
+            if node.args and self._may_hand_over_a_constructor(node) and self._mover_names():
                 self._moved_by_helper(node)
             return
         receiver = method[0]
@@ -354,6 +401,26 @@ class TensorMovedAfterCreation(Rule):
             return False
         cls = class_part(scope_of(self.ctx.ancestors))
         return is_device_attribute(self.ctx.model.device_attributes(), cls, expr.attr.value)
+
+    def _may_hand_over_a_constructor(self, node: cst.Call) -> bool:
+        """The cheap test before the whole-file model is asked for movers: ``f(...)`` or
+        ``self.f(...)`` given a call or a name the text may bind to a constructor's result."""
+        func = node.func
+        if not (isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                               and func.value.value == "self")):
+            return False
+        for arg in node.args:
+            value = arg.value
+            while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                   and value.func.attr.value in HOST_CHAIN_METHODS):
+                value = value.func.value  # through host methods, to the constructor or the name
+            if isinstance(value, cst.Call):
+                return True
+            if isinstance(value, cst.Name):
+                targets = self._names_bound_to_constructors()
+                if value.value in targets or "*" in targets:
+                    return True
+        return False
 
     def _mover_names(self) -> frozenset:
         """Names of the file's functions that move their argument (``FileModel.movers``), once."""
