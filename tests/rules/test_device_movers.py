@@ -223,3 +223,36 @@ def test_bound_forms(body, expected):
 )
 def test_the_ast_question(text, expected):
     assert factory_then_move_ast(AstIndex(ast.parse(text), text)) is expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = torch.zeros(3) + zeros (2) + torch.FloatTensor(\n 2) + myzeros(3) + zeros_like(x)\n",
+        "y = torch.range(0, 3) + torch . range (1)  + th.randn(2) + randperm(4) + random(3)\n",
+        "z = torch.Tensor  # c\n(3)\nw = torch.eye(2); v = eyes(3); u = np.full(3, 1.0); t = fully(2)\n",
+        "a = torch.ones\nb = normalize(x) + torch.normal(0, 1, (3,)) + torch.empty_strided((2,), (1,))\n",
+    ],
+)
+def test_the_constructor_scan_finds_what_the_regex_finds(text):
+    """``_factory_calls`` (a literal-led regex per stem) finds the calls ``_FACTORY_CALL`` (one
+    alternation of the words, ~4x slower) finds: where each starts and where its ``(`` ends."""
+    from torchlint.rules.device import _FACTORY_CALL, _factory_calls
+
+    assert _factory_calls(text)[0] == [(m.start(), m.end()) for m in _FACTORY_CALL.finditer(text)]
+
+
+@pytest.mark.parametrize(
+    "text, aliased",
+    [
+        ("import torch\nx = torch.zeros(3)\ndef f(a: torch.Tensor) -> torch.Tensor:\n    return a\n", False),
+        ("from torch import zeros as z\n", True),
+        ("import torch\nmake = torch.ones\n", True),
+        ("from torch import (arange, range)\n", True),
+        ("import torch\nif a == torch.Tensor:\n    pass\n", False),
+    ],
+)
+def test_the_scan_says_where_a_constructor_may_have_another_name(text, aliased):
+    from torchlint.rules.device import _factory_calls
+
+    assert _factory_calls(text)[1] is aliased

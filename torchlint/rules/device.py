@@ -59,12 +59,12 @@ def _constructor_targets(text: str) -> set:
     starts: Optional[List[int]] = None
     statement_of: Dict[int, int] = {}  # a line's start -> its statement's start
     furthest: Dict[int, int] = {}  # a statement's start -> where its last such call starts
-    for call in _FACTORY_CALL.finditer(text):
-        if not _may_build_on_host(text, call.end()):
+    for call_start, call_end in _factory_calls(text)[0]:
+        if not _may_build_on_host(text, call_end):
             continue
         if starts is None:  # a table, not a `rfind` per call: linear on a long line of calls
             starts = line_starts(text)
-        line = starts[bisect_right(starts, call.start()) - 1]
+        line = starts[bisect_right(starts, call_start) - 1]
         start = statement_of.get(line)
         if start is None:
             start = line
@@ -74,7 +74,7 @@ def _constructor_targets(text: str) -> set:
                     break
                 start = text.rfind("\n", 0, start - 1) + 1
             statement_of[line] = start
-        furthest[start] = max(furthest.get(start, 0), call.start())
+        furthest[start] = max(furthest.get(start, 0), call_start)
     # The identifiers before a statement's last `=` ahead of its furthest call hold those ahead
     # of any earlier call of the same statement (a prefix of it): one scan per statement.
     for start, end in furthest.items():
@@ -224,6 +224,34 @@ _DOTTED_BEFORE = re.compile(r"(?:[A-Za-z_]\w*\s*\.\s*)*$")
 _CONSTRUCTOR_LINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a file's index -> (lines, aliases)
 
 
+def _factory_calls(text: str) -> Tuple[List[Tuple[int, int]], bool]:
+    """(where each constructor call ``_FACTORY_CALL`` would find starts and its ``(`` ends, in
+    order; whether the text may bind a constructor to another name: ``import zeros as z``,
+    ``make = torch.ones``, ``from torch import range``)."""
+    calls: List[Tuple[int, int]] = []
+    aliased = _RANGE_FROM_TORCH.search(text) is not None
+    for pattern in _STEMS:
+        for match in pattern.finditer(text):
+            i, end = match.start(), match.end()
+            while i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"):
+                i -= 1
+            if text[i:end] not in _FACTORY_WORDS:
+                continue
+            after = _CALLED_OR_ALIASED.match(text, end)
+            if after is not None and after.group(1):
+                calls.append((i, after.end()))
+            elif after is not None and after.end() > end and text[after.end() - 2:after.end()] == "as":
+                aliased = True  # `import zeros as z`
+            elif not aliased:
+                head = text[text.rfind("\n", 0, i) + 1:i]
+                dotted = _DOTTED_BEFORE.search(head)
+                head = head[:dotted.start() if dotted is not None else len(head)].rstrip()
+                aliased = head.endswith("=") and head[-2:-1] not in ("=", "!", "<", ">")  # `z = torch.zeros`
+    calls.extend((m.start(), m.end()) for m in _TORCH_RANGE.finditer(text))
+    calls.sort()
+    return calls, aliased
+
+
 def _constructor_lines(index) -> Optional[List[int]]:
     """Lines of the file where a constructor ``_may_build_on_host_ast`` accepts may be called:
     ``zeros(``, ``torch.FloatTensor (``, ``torch.range(`` as the text spells them, and the calls
@@ -244,25 +272,8 @@ def _constructors(index) -> Tuple[Optional[List[int]], FrozenSet[str]]:
     if found is not None:
         return found
     text = whole.text
-    starts: List[int] = []
-    aliased = _RANGE_FROM_TORCH.search(text) is not None
-    for pattern in _STEMS:
-        for match in pattern.finditer(text):
-            i, end = match.start(), match.end()
-            while i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"):
-                i -= 1
-            if text[i:end] not in _FACTORY_WORDS:
-                continue
-            after = _CALLED_OR_ALIASED.match(text, end)
-            if after is not None and after.group(1):
-                starts.append(i)
-            elif after is not None and after.end() > end and text[after.end() - 2:after.end()] == "as":
-                aliased = True  # `import zeros as z`
-            elif not aliased:
-                head = text[text.rfind("\n", 0, i) + 1:i]
-                head = head[:_DOTTED_BEFORE.search(head).start()].rstrip()
-                aliased = head.endswith("=") and head[-2:-1] not in ("=", "!", "<", ">")  # `z = torch.zeros`
-    starts.extend(m.start() for m in _TORCH_RANGE.finditer(text))
+    calls, aliased = _factory_calls(text)
+    starts = [start for start, _ in calls]
     aliases: FrozenSet[str] = frozenset()
     if aliased:
         aliases = frozenset(name for name, qualified in whole.bindings().items()
