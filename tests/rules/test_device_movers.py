@@ -256,3 +256,20 @@ def test_the_scan_says_where_a_constructor_may_have_another_name(text, aliased):
     from torchlint.rules.device import _factory_calls
 
     assert _factory_calls(text)[1] is aliased
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("def f(b, n, device):\n    a = torch.tensor(b, device=device)\n    return torch.arange(n).to(a)\n", [5]),
+        ("def f(b, n):\n    s = torch.from_numpy(b).cuda()\n    return torch.zeros(n).to(s, non_blocking=True)\n", [5]),
+        ("def f(b, n):\n    s = torch.from_numpy(b).cuda()\n    return torch.zeros(n).to(s.dtype)\n", []),  # metadata
+        ("def f(b, n):\n    h = torch.tensor(b)\n    return torch.zeros(n).to(h)\n", []),  # a host tensor
+        ("def f(b, n, other):\n    return torch.zeros(n).to(other)\n", []),  # unknown
+        ("def f(b, n):\n    s = torch.from_numpy(b).cuda()\n    return torch.zeros(n).to(s, torch.half)\n", []),  # other's device, a dtype of its own
+    ],
+)
+def test_moved_to_a_device_tensor(body, expected):
+    found = lint(body)
+    assert [d.location.row for d in found] == expected
+    assert all(d.fix is None and "pass `device=" in d.message for d in found)

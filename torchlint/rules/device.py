@@ -14,7 +14,7 @@ from torchlint.astindex import line_starts
 from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import with_keyword_args
-from torchlint.heuristics import is_accelerator_device, is_per_step_function
+from torchlint.heuristics import is_accelerator_device, is_per_step_function, moves_to_accelerator
 from torchlint.loops import runs_every_step
 from torchlint.model import scope_of
 from torchlint.movers import VARIABLES, class_part, is_device_attribute, is_variable, mover_position, movers_of, strip
@@ -361,6 +361,13 @@ class TensorMovedAfterCreation(Rule):
         factory, short, chained = created
         moved = _move_target(node, method[1], self.ctx, self._device_attribute)
         if moved is None:
+            other = self._device_tensor_target(node) if method[1] == "to" else None
+            if other is not None:  # `.to(actions)`: its device and its dtype, no fix
+                what = f"`{receiver.value}` created" if bound is not None else "Tensor created"
+                spelt = cst.Module(body=[]).code_for_node(other)
+                self.report(node, f"{what} on the CPU then moved to the device of `{spelt}`; pass "
+                                  f"`device={spelt}.device` (and its dtype) to the factory",
+                            hint=self.hint + self._every_step())
             return
         device, dtype = moved
         fix = None
@@ -404,6 +411,27 @@ class TensorMovedAfterCreation(Rule):
                 expr, through = expr.args[0].value, True
             else:
                 return expr, through
+
+    def _device_tensor_target(self, node: cst.Call) -> Optional[cst.BaseExpression]:
+        """``x`` in ``.to(x)`` (alone, or with ``non_blocking=``/``copy=``) when the semantic model
+        knows ``x`` is a tensor on the device: moved there, built there (``torch.tensor(...,
+        device=device)``), or computed from such a tensor. Unknown stays silent."""
+        positional = [a for a in node.args if a.keyword is None]
+        if len(positional) != 1 or positional[0].star or any(
+                a.keyword is not None and a.keyword.value not in _DROPPABLE for a in node.args):
+            return None
+        other = positional[0].value
+        if not isinstance(other, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        return other if self.ctx.semantic.on_device(other, self._puts_on_device) else None
+
+    def _puts_on_device(self, call: cst.Call) -> bool:
+        """A move to an accelerator, or a torch constructor given an accelerator ``device=``."""
+        if moves_to_accelerator(self.ctx, call):
+            return True
+        device = get_arg(call, "device")
+        return (device is not None and is_accelerator_device(self.ctx, device.value)
+                and tensor_factory(self.ctx, call) is not None)
 
     def _device_attribute(self, expr: cst.BaseExpression) -> bool:
         """``self.<attr>`` where every binding of the attribute in the file is a device index or
