@@ -27,14 +27,15 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from torchlint.accelerator import touches_accelerator
+from torchlint.loaderfacts import loader_parameters
 from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
 
-SUMMARY_VERSION = 10
+SUMMARY_VERSION = 11  # 11: loader_params, spells_loader (FileFacts.loader_helpers)
 # Torch classes whose project subclasses rules treat as the class itself (TL701; the DataLoader:
 # TL103 and every rule that asks whether a call builds a loader, issue 29 class 2).
 TRACKED_BASES = frozenset({"torch.nn.DataParallel", "torch.utils.data.DataLoader"})
@@ -90,28 +91,42 @@ class FileFacts:
                           + ([["inference", self.inference_program]] if self.inference_program else [])
                           + ([["ddp", self.ddp_program]] if self.ddp_program else [])
                           + ([["eval", sorted(self.eval_helpers.items())]] if self.eval_helpers else [])
-                          + ([["mode_free", sorted(self.mode_free.items())]] if self.mode_free else []))
+                          + ([["mode_free", sorted(self.mode_free.items())]] if self.mode_free else [])
+                          + ([["loader_helpers", sorted(self.loader_helpers.items())]] if self.loader_helpers else []))
         return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+
+    def for_rules(self, codes: AbstractSet[str]) -> "FileFacts":
+        """These facts less the cross-file fields no rule in ``codes`` reads (``READERS``): such
+        a field cannot change a finding, but its digest would send the file to phase 3, linted
+        a second time for nothing (17 files of transformers, by TL902's classes alone, when
+        TL902 is off). The findings are the same either way (tests/test_project.py)."""
+        dropped = {name: {} for name, readers in READERS.items() if getattr(self, name) and not readers & codes}
+        return replace(self, **dropped) if dropped else self
 
     def cross_file(self) -> "FileFacts":
         """Only the facts that come from other files' definitions (what a notebook, which is its
         own project otherwise, takes from the index: ``notebook.lint_notebook``)."""
-        if not self.eval_helpers and not self.mode_free:
+        if not self.eval_helpers and not self.mode_free and not self.loader_helpers:
             return EMPTY_FACTS
-        return FileFacts(eval_helpers=self.eval_helpers, mode_free=self.mode_free)
+        return FileFacts(eval_helpers=self.eval_helpers, mode_free=self.mode_free, loader_helpers=self.loader_helpers)
 
     def spelled_in(self, text: str) -> "FileFacts":
         """The cross-file half, less the helpers and classes whose last name ``text`` never
         spells (no call there can be theirs)."""
         helpers = {k: v for k, v in self.eval_helpers.items() if k.rsplit(".", 1)[-1] in text}
         classes = {k: v for k, v in self.mode_free.items() if k.rsplit(".", 1)[-1] in text}
-        return FileFacts(eval_helpers=helpers, mode_free=classes) if helpers or classes else EMPTY_FACTS
+        loader_helpers = ({k: v for k, v in self.loader_helpers.items() if k.rsplit(".", 1)[-1] in text}
+                          if "oader" in text else {})
+        if not (helpers or classes or loader_helpers):
+            return EMPTY_FACTS
+        return FileFacts(eval_helpers=helpers, mode_free=classes, loader_helpers=loader_helpers)
 
     def with_cross_file(self, other: "FileFacts") -> "FileFacts":
         """These facts with ``other``'s cross-file half (``cross_file``) in place of their own."""
-        if not other.eval_helpers and not other.mode_free:
+        if not other.eval_helpers and not other.mode_free and not other.loader_helpers:
             return self
-        return replace(self, eval_helpers=other.eval_helpers, mode_free=other.mode_free)
+        return replace(self, eval_helpers=other.eval_helpers, mode_free=other.mode_free,
+                       loader_helpers=other.loader_helpers)
 
     def to_json(self) -> list:
         """[] for no facts; else what ``from_json`` reads back (the results cache's project file)."""
@@ -154,6 +169,15 @@ class FileFacts:
 
 
 EMPTY_FACTS = FileFacts()
+
+#: the cross-file fields of ``FileFacts`` that only some rules read -> those rules' codes
+#: (``FileFacts.for_rules``). A rule that starts reading one of them must be named here:
+#: tests/test_project.py finds every read of these fields in the package and checks it.
+READERS: Mapping[str, FrozenSet[str]] = {
+    "mode_free": frozenset({"TL902"}),  # FileModel.is_mode_free_class
+    "eval_helpers": frozenset({"TL402"}),  # FileModel.evaluation_helper
+    "loader_helpers": frozenset({"TL102", "TL103"}),  # rules/loading.helper_facts
+}
 
 
 # -- phase 1: one file's summary ---------------------------------------------------------------

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import ast
 import re
+import unicodedata
 import weakref
 from bisect import bisect_right
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from torchlint import _cst as cst
 
-from torchlint.astindex import line_starts
+from torchlint.astindex import line_starts, statement_first_line
 from torchlint.context import DELETE_LINES, FixSpec, NodeEdit
 from torchlint.diagnostics import SAFE, UNSAFE
 from torchlint.fixbuilders import with_keyword_args
 from torchlint.heuristics import is_accelerator_device, is_per_step_function, moves_to_accelerator
 from torchlint.loops import runs_every_step
 from torchlint.model import scope_of
-from torchlint.movers import VARIABLES, class_part, is_device_attribute, is_variable, mover_position, movers_of, strip
+from torchlint.movers import (
+    VARIABLES, class_part, is_device_attribute, is_variable, mover_position, movers_of, returns_a_move, strip,
+)
 from torchlint.rules.base import GAP, Rule
 from torchlint.semantic import ASSIGN, AUGMENT
 from torchlint.syntax import (
@@ -177,11 +180,7 @@ def factory_then_move_ast(index) -> bool:
     ``eye.expand_as(x).to(d)``); the same given to a function of the file that moves its argument
     (``movers.py``: ``self.to_gpu(torch.randn(n))``). A constructor call in the statements comes
     first: where the text spells none (most definitions of a model file) nothing else is asked."""
-    every = _constructor_lines(index)
-    if every is None:  # not ASCII: the calls the tree holds
-        lines = sorted({n.lineno for n in ast.walk(index.tree) if _may_build_on_host_ast(index, n)})
-    else:
-        lines = [line for line in every if index.nodes_on(line)]
+    lines = _in_statements(index, _constructor_lines(index))
     if not lines:
         return False  # nothing built here: the rule's every site needs a constructor call
     named = set()
@@ -220,7 +219,7 @@ _STEMS = tuple(re.compile(rf"{stem}\w*") for stem in (
     "tril_indices", "triu_indices", "zeros"))
 _CALLED_OR_ALIASED = re.compile(rf"{GAP}(?:(\()|as(?!\w)|)")
 _TORCH_RANGE = re.compile(rf"\.{GAP}range{GAP}\(")
-_DOTTED_BEFORE = re.compile(r"(?:[A-Za-z_]\w*\s*\.\s*)*$")
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
 _CONSTRUCTOR_LINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a file's index -> (lines, aliases)
 
 
@@ -243,22 +242,38 @@ def _factory_calls(text: str) -> Tuple[List[Tuple[int, int]], bool]:
             elif after is not None and after.end() > end and text[after.end() - 2:after.end()] == "as":
                 aliased = True  # `import zeros as z`
             elif not aliased:
-                head = text[text.rfind("\n", 0, i) + 1:i]
-                dotted = _DOTTED_BEFORE.search(head)
-                head = head[:dotted.start() if dotted is not None else len(head)].rstrip()
-                aliased = head.endswith("=") and head[-2:-1] not in ("=", "!", "<", ">")  # `z = torch.zeros`
+                k = i  # back over the dotted name before it (`torch.`), to what precedes that
+                while k > 0 and (text[k - 1].isalnum() or text[k - 1] in "_. \t"):
+                    k -= 1
+                aliased = text[k - 1:k] == "=" and text[k - 2:k - 1] not in ("=", "!", "<", ">")  # `z = torch.zeros`
     calls.extend((m.start(), m.end()) for m in _TORCH_RANGE.finditer(text))
     calls.sort()
     return calls, aliased
 
 
-def _constructor_lines(index) -> Optional[List[int]]:
+def _constructor_lines(index) -> List[int]:
     """Lines of the file where a constructor ``_may_build_on_host_ast`` accepts may be called:
-    ``zeros(``, ``torch.FloatTensor (``, ``torch.range(`` as the text spells them, and the calls
-    of names bound to one (``from torch import zeros as z``, ``make = torch.ones``, ``from
-    torch import range``: the index's bindings, asked only when the text spells such a thing).
-    None where the text is not ASCII (an identifier may be spelt in other characters)."""
+    ``zeros(``, ``torch.FloatTensor (``, ``torch.range(`` as the text spells them, the calls of
+    names bound to one (``from torch import zeros as z``, ``make = torch.ones``, ``from torch
+    import range``: the index's bindings, asked only when the text spells such a thing), and
+    called names with other than ASCII letters that read as one (``ｚｅｒｏｓ(``: CPython's tree
+    holds identifiers in NFKC)."""
     return _constructors(index)[0]
+
+
+def _in_statements(index, lines: List[int]) -> List[int]:
+    """Those of ``lines`` within the statements ``index`` sees (a restricted index: one
+    definition and the module's other statements)."""
+    body = index.tree.body
+    if not lines or not body:
+        return []
+    firsts = [statement_first_line(s) for s in body]
+    kept = []
+    for line in lines:
+        i = bisect_right(firsts, line) - 1
+        if i >= 0 and line <= (body[i].end_lineno or body[i].lineno):
+            kept.append(line)
+    return kept
 
 
 def _aliases(index) -> FrozenSet[str]:
@@ -266,7 +281,7 @@ def _aliases(index) -> FrozenSet[str]:
     return _constructors(index)[1]
 
 
-def _constructors(index) -> Tuple[Optional[List[int]], FrozenSet[str]]:
+def _constructors(index) -> Tuple[List[int], FrozenSet[str]]:
     whole = index.whole()
     found = _CONSTRUCTOR_LINES.get(whole)
     if found is not None:
@@ -278,11 +293,21 @@ def _constructors(index) -> Tuple[Optional[List[int]], FrozenSet[str]]:
     if aliased:
         aliases = frozenset(name for name, qualified in whole.bindings().items()
                             if name not in _FACTORY_WORDS and qualified & _HOST_BUILT_NAMES)
-    table = line_starts(text)
+    table = whole._lines()
     lines = {bisect_right(table, i) for i in starts}
     for name in aliases:
         lines.update(whole.word_lines(name, call=True))
-    found = _CONSTRUCTOR_LINES[whole] = (sorted(lines) if text.isascii() else None, aliases)
+    if not text.isascii():
+        for run in _NOT_ASCII.finditer(text):
+            i, end = run.start(), run.end()
+            while i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"):
+                i -= 1
+            while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+                end += 1
+            word = unicodedata.normalize("NFKC", text[i:end])
+            if word.isidentifier() and (word in _FACTORY_WORDS or word in aliases or word == "range"):
+                lines.add(bisect_right(table, i))
+    found = _CONSTRUCTOR_LINES[whole] = (sorted(lines), aliases)
     return found
 
 
@@ -340,7 +365,7 @@ class TensorMovedAfterCreation(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         method = method_call(node)
         if method is None or method[1] not in ("cuda", "to"):
-            if node.args and self._may_hand_over_a_constructor(node) and self._mover_names():
+            if node.args and self._returns_a_move() and self._may_hand_over_a_constructor(node) and self._mover_names():
                 self._moved_by_helper(node)
             return
         receiver = method[0]
@@ -440,6 +465,13 @@ class TensorMovedAfterCreation(Rule):
             return False
         cls = class_part(scope_of(self.ctx.ancestors))
         return is_device_attribute(self.ctx.model.device_attributes(), cls, expr.attr.value)
+
+    def _returns_a_move(self) -> bool:
+        """Does the text spell a ``return ... .to(``/``.cuda(`` (``movers.returns_a_move``)? Once per file."""
+        found = getattr(self, "_spells_a_mover", None)
+        if found is None:
+            found = self._spells_a_mover = returns_a_move(self.ctx.text)
+        return found
 
     def _may_hand_over_a_constructor(self, node: cst.Call) -> bool:
         """The cheap test before the whole-file model is asked for movers: ``f(...)`` or
