@@ -146,7 +146,7 @@ def _first_pass(path: str, settings: "Settings"):
         return path, None, None, ([], False, None, None), f"{path}: internal error: {exc.__class__.__name__}: {exc}"
     speculative = None
     if summary is not None and (ast_codes is not None if findings is None else with_project):
-        facts = _own_facts(path, summary)
+        facts = _own_facts(path, summary).for_rules(settings.codes_for_path(path))
         # final findings (no rule can fire without facts) stand unless its own facts may change them
         if findings is None or facts.digest:
             # as phase 3 would lint it with these facts: the rules phase 1 kept stand only without any
@@ -402,7 +402,8 @@ def lint_paths(
 
     project = ProjectIndex(summaries) if summaries and known is None else None
     todo: List[tuple] = []
-    facts_of: Dict[str, "FileFacts"] = {}
+    facts_of: Dict[str, "FileFacts"] = {}  # what the index says (stored for the next run)
+    used_of: Dict[str, "FileFacts"] = {}  # what the file's enabled rules read of it (its findings' key)
 
     def record(path: str, digest: Optional[str], findings: List[Diagnostic], error: Optional[str]) -> None:
         """A file's findings into the result, and into the cache under its facts (``digest``:
@@ -412,7 +413,7 @@ def lint_paths(
             result.errors.append(error)
         st = stats.get(path)
         if cache is not None and st is not None and digest is not None:
-            cache.store(path, settings_list[index_of[path]], st, digest, findings, facts_of[path].digest)
+            cache.store(path, settings_list[index_of[path]], st, digest, findings, used_of[path].digest)
 
     for path in every:
         if known is not None:
@@ -425,6 +426,7 @@ def lint_paths(
         if path not in linted:  # in the index only: its facts are stored for the next run
             continue
         settings = settings_list[index_of[path]]
+        facts = used_of[path] = facts.for_rules(settings.codes_for_path(path))
         if path in finished and not (facts.digest and finished[path][2]):
             digest, findings, _ = finished[path]
             record(path, digest, findings, None)
