@@ -399,15 +399,26 @@ class HostSyncInLoop(Rule):
         """Where ``node`` runs once per training step ("in a training loop", or in a function the
         project index proves per-step), outside guards and evaluation; None elsewhere. Implicit
         syncs count only in loops that take the gradient step themselves."""
-        loop = next((l for l in enclosing_loops(self.ctx) if is_training_loop(self.ctx, l)), None)
-        if loop is not None:
-            if not calls_gradient_step(self.ctx, loop):
-                return None
-            if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
-                return None
-            if _in_one_off_branch(self.ctx.ancestors, loop):
-                return None
-            return "in a training loop"
+        return self._step_context_from(node, enclosing_loops(self.ctx), 0)
+
+    def _step_context_from(self, node: cst.CSTNode, loops: List[cst.CSTNode], start: int) -> Optional[str]:
+        """``_step_context`` with the loops before ``start`` known not to be training loops. The
+        innermost training loop decides; a loop without a gradient step of its own decides None,
+        so whether it is a training loop at all (``is_training_loop``: the model's batch facts,
+        the costly part) is asked only when the loops around it, or the function, would answer
+        otherwise (most loops of model code: never)."""
+        for index in range(start, len(loops)):
+            loop = loops[index]
+            if calls_gradient_step(self.ctx, loop):  # a training loop that takes the step
+                if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
+                    return None
+                if _in_one_off_branch(self.ctx.ancestors, loop):
+                    return None
+                return "in a training loop"
+            otherwise = self._step_context_from(node, loops, index + 1)
+            if otherwise is None or is_training_loop(self.ctx, loop):
+                return None  # a training loop with no step of its own: no implicit sync counted
+            return otherwise
         why = runs_every_step(self.ctx)
         if why is None:
             return None
