@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple, cast
+from typing import TYPE_CHECKING, Collection, Dict, FrozenSet, List, Optional, Set, Tuple, cast
 
 from torchlint.loaderfacts import dotted as _dotted  # `a.b.c` of a Name/Attribute chain, or None
 
@@ -401,14 +401,17 @@ PinnedEntry = Tuple[Where, str, str]
 
 
 def pinned_loaders(names: Names, is_torch_loader, classes: FrozenSet[str],
-                   aliases: List[str]) -> FrozenSet[PinnedEntry]:
+                   aliases: List[str], words: Optional[Collection[str]] = None) -> FrozenSet[PinnedEntry]:
     """(scope, dotted name, setting) for each binding of a name some statement of the file
     assigns a ``DataLoader(...)`` call: the loader calls themselves (``pin_memory=True``, or
     ``pin_memory=torch.cuda.is_available()``: true wherever a move to the GPU happens, pins; a
     call of one of the file's other loader ``classes``, a subclass or MONAI's, counts by keywords
     only), and every other binding of the same names (another assignment, a parameter, a loop
     target: ""), so that a name is pinned in a scope only when all its bindings there pin. The
-    calls come from the words that name a loader (``aliases``: DataLoader's local names)."""
+    calls come from the words that name a loader (``aliases``: DataLoader's local names).
+    ``words``: the last parts of the names whose other bindings are read (default: those of the
+    loader calls found here; a file read in chunks passes those of the whole file's calls, so a
+    chunk without the loader's call still gives its other bindings of the name)."""
     index = names.index
     calls = index.calls_of("DataLoader", *aliases, *sorted(classes))
     if calls is None:  # spellings the word search cannot follow: walk the tree
@@ -443,7 +446,9 @@ def pinned_loaders(names: Names, is_torch_loader, classes: FrozenSet[str],
             if dotted is not None:
                 entries.add((scope_of(path, dotted), dotted, setting))
     # every other binding of those names: unknown
-    for word in sorted({name.rsplit(".", 1)[-1] for _, name, _ in entries}):
+    if words is None:
+        words = {name.rsplit(".", 1)[-1] for _, name, _ in entries}
+    for word in sorted(words):
         for line in index.word_lines(word):
             for node, parents in index.nodes_on(line):
                 dotted = _bound_name(node, parents, word)

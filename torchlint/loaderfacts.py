@@ -499,8 +499,12 @@ class _BatchFacts:
                             previous = self.attribute_iterators.get(key, loaders)
                             self.attribute_iterators[key] = loaders if loaders and previous == loaders else None
 
-    def scopes(self, wanted: Optional[Scope] = None) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
-        """Every scope's names, or only ``wanted``'s (definitions on the way to it are not read)."""
+    def scopes(self, wanted: Optional[Scope] = None,
+               module_scan: Optional["_Scan"] = None) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
+        """Every scope's names, or only ``wanted``'s (definitions on the way to it are not read).
+        ``module_scan``: a file read in chunks of top-level statements (``chunkfacts.py``): this
+        chunk's module-level statements run on that scan, one for the whole file, whose names
+        the caller reads after the last chunk (``scope_names``)."""
         found: Dict[Scope, FrozenSet[Tuple[str, str, str]]] = {}
         self.pending = [(self.tree, (), None)]
         while self.pending:
@@ -520,6 +524,10 @@ class _BatchFacts:
                 continue  # spells no loader, iterator or generator of one: nothing drawn here
             if cls is not None:
                 self.attribute_iterator_bindings()
+            if module_scan is not None and node is self.tree:
+                module_scan.facts, module_scan.node = self, node
+                module_scan.run(node.body)
+                continue
             # a method reads `self.x` of its class; a class body passes its name to its methods
             scan = _Scan(self, scope, node, cls, node.name if kind is ast.ClassDef else None)  # type: ignore[attr-defined]
             if kind in (ast.FunctionDef, ast.AsyncFunctionDef):
@@ -533,13 +541,19 @@ class _BatchFacts:
                         else:
                             scan.not_loader.add(arg.arg)
             scan.run(node.body)  # type: ignore[attr-defined]
-            names = {(BATCH, name, loader) for name, loaders in scan.batch.items() if name not in scan.other
-                     for loader in loaders}
-            names.update((LOADER, name, loader) for name, loader in scan.aliases.items()
-                         if name not in scan.not_loader and not _says_loader(name))
+            names = scope_names(scan)
             if names:
-                found[scope] = frozenset(names)
+                found[scope] = names
         return found
+
+
+def scope_names(scan: _Scan) -> FrozenSet[Tuple[str, str, str]]:
+    """A scanned scope's (kind, name, loader) entries (see ``batch_sources``)."""
+    names = {(BATCH, name, loader) for name, loaders in scan.batch.items() if name not in scan.other
+             for loader in loaders}
+    names.update((LOADER, name, loader) for name, loader in scan.aliases.items()
+                 if name not in scan.not_loader and not _says_loader(name))
+    return frozenset(names)
 
 
 def _definitions_in(statements: List[ast.stmt]) -> List[ast.AST]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, cast
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, cast
 
 from torchlint.astindex import GAP
 from torchlint.torch_api import DATALOADER, canonical_name
@@ -113,25 +113,36 @@ class FileModel:
             self._index = AstIndex(self.tree, self.text)
         return self._index.whole()
 
-    def _ask(self, question: str, compute: Callable[[], object]):
+    def _ask(self, question: str, compute: Callable[[], object],
+             chunked: Optional[Callable[[], object]] = None):
+        """The recorded answer to ``question``, computed once: by ``compute()`` of the whole tree;
+        of a text read in chunks, by ``chunked()`` (which reads ``chunks()`` itself) where the
+        answer is not the merge of the chunks' answers, else by ``compute()`` of each chunk."""
         try:
             return self.answers[question]
         except KeyError:
             pass
         if self._chunked:
-            value = self._over_chunks(compute)
+            from torchlint.parsing import _Unsplittable
+
+            try:
+                value = chunked() if chunked is not None else _merged([compute() for _ in self.chunks()])
+            except _Unsplittable:
+                self._chunked = False
+                self.tree, self._index = _whole_tree(self.text), None
+                value = compute()
         else:
             value = compute()
         self.answers[question] = value
         return value
 
-    def _over_chunks(self, compute: Callable[[], object]) -> object:
-        """``compute()`` asked of each chunk's tree in turn (names resolve through the whole
-        file's imports), the answers merged: sets and dicts of sets joined, booleans or'ed."""
+    def chunks(self) -> Iterator[ast.Module]:
+        """A text read in chunks: each chunk's tree in turn, one alive at a time, as ``tree`` and
+        ``index`` (names resolve through the whole file's imports). Raises
+        ``parsing._Unsplittable`` where the text does not split (``_ask`` then reads it whole)."""
         from torchlint.astindex import AstIndex
-        from torchlint.parsing import _Unsplittable, ast_chunks
+        from torchlint.parsing import ast_chunks
 
-        answers = []
         try:
             if self._bindings is None:  # the whole file's imports, read chunk by chunk
                 bindings: Dict[str, Set[str]] = {}
@@ -142,17 +153,13 @@ class FileModel:
                         bindings.setdefault(name, set()).update(qualified)
                     star.extend(index._star)
                 self._bindings = (bindings, star)
-            for tree in ast_chunks(self.text) or ():  # one chunk's tree alive at a time
+            for tree in ast_chunks(self.text) or ():
                 index = AstIndex(tree, self.text)
                 index._bindings, index._star = self._bindings
                 self.tree, self._index = tree, index
-                answers.append(compute())
-        except _Unsplittable:
-            self._chunked = False
-            self.tree, self._index = _whole_tree(self.text), None
-            return compute()
-        self.tree, self._index = _EMPTY, None
-        return _merged(answers)
+                yield tree
+        finally:
+            self.tree, self._index = _EMPTY, None
 
     def digest(self, questions: Sequence[str] = ("loader_names", "compat_bindings", "grad_accumulators",
                                                  "global_names", "default_device_settings",
@@ -220,13 +227,19 @@ class FileModel:
     # data)``).
     def loader_classes(self) -> FrozenSet[str]:
         """Local names besides torch's own whose calls build a DataLoader (see above)."""
-        return cast(FrozenSet[str], self._ask("loader_classes", lambda: self._loader_classes()[0]))
+        from torchlint import chunkfacts
+
+        return cast(FrozenSet[str], self._ask("loader_classes", lambda: self._loader_classes()[0],
+                                              chunked=lambda: chunkfacts.loader_classes(self)[0]))
 
     def loader_choices(self) -> FrozenSet[str]:
         """Names bound to ``A if x else B`` where ``A`` or ``B`` builds a DataLoader (``cls =
         DataLoader if plain else IterableDataLoader``): a rule decides with what it knows of the
         other."""
-        return cast(FrozenSet[str], self._ask("loader_choices", lambda: self._loader_classes()[1]))
+        from torchlint import chunkfacts
+
+        return cast(FrozenSet[str], self._ask("loader_choices", lambda: self._loader_classes()[1],
+                                              chunked=lambda: chunkfacts.loader_classes(self)[1]))
 
     def _loader_classes(self) -> Tuple[FrozenSet[str], FrozenSet[str]]:
         if "DataLoader" not in self.text:  # every subclass and library loader spells it
@@ -246,9 +259,12 @@ class FileModel:
         (``"batch"``) or only to a loader under a name that does not say so (``"loader"``)."""
         if "oader" not in self.text:  # no loader is spelt: no batch can be drawn
             return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]], self._ask("batches", dict))
+        from torchlint import chunkfacts
+
         names, classes = self.loader_names(), self.loader_classes()  # whole-file answers first
         return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]],
-                    self._ask("batches", lambda: self._batches(names, classes)))
+                    self._ask("batches", lambda: self._batches(names, classes),
+                              chunked=lambda: chunkfacts.batches(self, names, classes)))
 
     def batch_names(self, scope: Scope) -> FrozenSet[str]:
         """Names of ``scope`` (a function's, ``()`` the module's) bound only to a batch drawn from
@@ -276,6 +292,8 @@ class FileModel:
             return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]], whole).get(scope, frozenset())
         if "oader" not in self.text:
             return frozenset()
+        if self._chunked:  # read in passes over the chunks (chunkfacts.py): every scope at once
+            return self.batches().get(scope, frozenset())
         names, classes = self.loader_names(), self.loader_classes()  # whole-file answers first
         found = self._ask(f"batches {scope!r}", lambda: self._batches(names, classes, scope))
         return cast(Dict[Scope, FrozenSet[Tuple[str, str, str]]], found).get(scope, frozenset())
@@ -296,8 +314,6 @@ class FileModel:
         found = batch_sources(self.tree, self.text, index._lines(), names, classes,
                               lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER),
                               calls_named, scope)
-        if self._chunked:  # module-level names are bound across chunks: not known from one
-            found.pop((), None)
         return found
 
     # -- accelerator modules chosen at run time (issue 29; TL501, F2) --------------------------------
@@ -597,7 +613,11 @@ class FileModel:
         ``transformers.default_data_collator``), ``"elements"`` with another collate, ``""``
         where it does not pin or the binding is something else (``kinds.py``; TL203). Ask
         ``pinned_loader(scope, name)``."""
-        return cast(FrozenSet[Tuple[Scope, str, str]], self._ask("pinned_loaders", self._pinned_loaders))
+        from torchlint import chunkfacts
+
+        self.loader_classes()  # a whole-file answer, asked before the chunks are read
+        return cast(FrozenSet[Tuple[Scope, str, str]],
+                    self._ask("pinned_loaders", self._pinned_loaders, chunked=lambda: chunkfacts.pinned_loaders(self)))
 
     def pinned_loader(self, scope: Scope, name: str) -> Optional[str]:
         """``"default"``/``"elements"`` when every binding of the loader ``name`` a read in
@@ -606,7 +626,7 @@ class FileModel:
 
         return pinned_setting(self.pinned_loaders(), scope, name)
 
-    def _pinned_loaders(self) -> FrozenSet[Tuple[Scope, str, str]]:
+    def _pinned_loaders(self, words: Optional[FrozenSet[str]] = None) -> FrozenSet[Tuple[Scope, str, str]]:
         if "pin_memory" not in self.text:
             return frozenset()
         from torchlint.kinds import Names, pinned_loaders
@@ -616,7 +636,7 @@ class FileModel:
                          if local != "DataLoader" and any(canonical_name(q) == DATALOADER for q in qualified))
         return pinned_loaders(Names(self.text, index),
                               lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER),
-                              classes, aliases)
+                              classes, aliases, words)
 
     def layer_list_functions(self) -> FrozenSet[str]:
         """Names of the functions whose result the file uses as layers (``*f(...)`` in

@@ -71,9 +71,6 @@ class NonBlockingTransfer(Rule):
     ast_candidate = staticmethod(lambda index: bool(index.method_calls("to", "cuda"))
                                  and index.whole().mentions("pin_memory"))
     fix_applicability = SAFE
-    # Precise on issue 29's real code (33 findings, all right), but on a large file read in chunks
-    # its batch facts differ from the whole file's (tests/test_parsing.py): preview until sound.
-    preview = True
     tags = ("performance",)
     uses_project = True  # FileModel.uses_accelerator's project half
 
