@@ -9,7 +9,7 @@ from torchlint import _cst as cst
 
 from torchlint.context import FixSpec, NodeEdit
 from torchlint.diagnostics import UNSAFE
-from torchlint.heuristics import is_loader_expression, is_periodic_guard, moves_to_accelerator
+from torchlint.heuristics import is_loader_expression, is_optimizer_like, is_periodic_guard, moves_to_accelerator
 from torchlint.loops import (
     calls_gradient_step,
     grad_disabled,
@@ -20,7 +20,8 @@ from torchlint.loops import (
 )
 from torchlint.rules.base import GAP, Rule, gated, mentions_loader
 from torchlint.syntax import (
-    bound_names, enclosing_function, enclosing_loops, guarded_branches, literal_value, memo, method_call, name_tokens,
+    body_nodes, bound_names, enclosing_function, enclosing_loops, guarded_branches, literal_value, memo, method_call,
+    name_tokens, scope_types,
 )
 from torchlint.torch_api import HOST_SYNC_METHODS
 from torchlint.tree import iter_children
@@ -370,7 +371,31 @@ class HostSyncInLoop(Rule):
         return False
 
     def _on_device(self, value: cst.BaseExpression) -> bool:
-        return self.ctx.semantic.on_device(value, lambda call: moves_to_accelerator(self.ctx, call))
+        return self.ctx.semantic.on_device(value, self._moves)
+
+    def _moves(self, call: cst.CSTNode) -> bool:
+        """``x.cuda()``, ``x.to(device)``, or a call of a method of this class that returns its
+        argument moved to the device (``FileModel.movers``: pytorch-wgan's
+        ``self.get_torch_variable(images)``, issue 29 class 3): its result is on the device. (The
+        semantic model asks this of method calls only: a module function that moves, called by
+        its bare name, is not followed.)"""
+        if moves_to_accelerator(self.ctx, call):
+            return True
+        if not isinstance(call, cst.Call) or not call.args:
+            return False
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        name = func.attr.value
+        movers = self.ctx.model.movers()
+        if not movers or not any(n == name for _, n, _ in movers):
+            return False
+        from torchlint.model import scope_of
+        from torchlint.movers import class_part, mover_position
+
+        if mover_position(movers, class_part(scope_of(self.ctx.ancestors)), name) is None:
+            return False
+        return self.ctx.semantic.module_function(func) is not None  # not another binding of the name
 
     def _device_mask(self, mask: cst.BaseExpression, seen) -> bool:
         """A boolean tensor on the device: a comparison of a device value, its negation or
@@ -412,7 +437,7 @@ class HostSyncInLoop(Rule):
             if calls_gradient_step(self.ctx, loop):  # a training loop that takes the step
                 if under_periodic_guard(self.ctx, loop, node) or self._is_evaluation(loop):
                     return None
-                if _in_one_off_branch(self.ctx.ancestors, loop):
+                if _in_one_off_branch(self.ctx.ancestors, loop) or self._steps_host_parameters(loop):
                     return None
                 return "in a training loop"
             otherwise = self._step_context_from(node, loops, index + 1)
@@ -452,7 +477,8 @@ class HostSyncInLoop(Rule):
             if mc[1] == "item":  # one sync per element, even in evaluation (issue 29 class 4)
                 self._per_element(node, mc[0], loop)
             return
-        if self._already_on_host(node) or _in_one_off_branch(self.ctx.ancestors, loop):
+        if (self._already_on_host(node) or _in_one_off_branch(self.ctx.ancestors, loop)
+                or self._steps_host_parameters(loop)):
             return
         fix = None
         if first == "item" and mc[1] == "item":
@@ -550,19 +576,73 @@ class HostSyncInLoop(Rule):
         bindings = self.ctx.semantic.lookup(origin)
         if not bindings:
             return False
+        return all(binding.kind == "assign" and binding.value is not None and self._host_factory_call(binding.value)
+                   for binding in bindings)
+
+    def _host_factory_call(self, value: cst.BaseExpression) -> bool:
+        """A torch factory call without ``device=`` whose arguments are not on the device (in a
+        file that sets no default device: the caller asks that)."""
+        if not isinstance(value, cst.Call) or "set_default" in self.ctx.text:
+            return False
+        name = self.ctx.resolve_call(value)
+        if name not in _HOST_FACTORIES or any(
+                (a.keyword is not None and a.keyword.value == "device") or a.star or self._on_device(a.value)
+                for a in value.args):
+            return False
+        if name == "torch.tensor" and not (value.args and isinstance(
+                value.args[0].value, (cst.List, cst.Tuple, cst.Integer, cst.Float))):
+            return False  # `torch.tensor(t)` of a tensor keeps its device: only literals count
+        return True
+
+    def _steps_host_parameters(self, loop: cst.CSTNode) -> bool:
+        """Does every optimizer the loop steps update only parameters made on the host
+        (``patch = nn.Parameter(torch.zeros(3, h, w))``, ``optimizer = SGD([patch])`` in the same
+        function)? Then each ``backward()`` of a loss computed on the device ends in a copy of the
+        gradient to the host, which waits for the device, and a sync after it costs nothing more
+        (uvadlc tutorial10's adversarial patch, issue 29 class 5); on the host there is nothing to
+        wait for at all."""
+        def compute() -> bool:
+            stepped = []
+            for node in body_nodes(loop.body, scope_types()):
+                mc = method_call(node)
+                if mc is not None and mc[1] == "step" and is_optimizer_like(mc[0]):
+                    stepped.append(mc[0])
+            return bool(stepped) and all(self._host_parameter_optimizer(o) for o in stepped)
+
+        return memo(self.ctx, "steps_host_parameters", loop, compute)
+
+    def _host_parameter_optimizer(self, optimizer: cst.BaseExpression) -> bool:
+        """A name bound only to ``torch.optim.X([p, ...], ...)`` with every ``p`` a host parameter."""
+        if not isinstance(optimizer, cst.Name):
+            return False
+        bindings = self.ctx.semantic.lookup(optimizer)
+        if not bindings:
+            return False
         for binding in bindings:
             value = binding.value
-            if binding.kind != "assign" or not isinstance(value, cst.Call):
+            if binding.kind != "assign" or not isinstance(value, cst.Call) or not value.args:
                 return False
-            name = self.ctx.resolve_call(value)
-            if name not in _HOST_FACTORIES or any(
-                    (a.keyword is not None and a.keyword.value == "device") or a.star or self._on_device(a.value)
-                    for a in value.args):
+            if not (self.ctx.resolve_call(value) or "").startswith("torch.optim."):
                 return False
-            if name == "torch.tensor" and not (value.args and isinstance(
-                    value.args[0].value, (cst.List, cst.Tuple, cst.Integer, cst.Float))):
-                return False  # `torch.tensor(t)` of a tensor keeps its device: only literals count
+            params = value.args[0]
+            if params.keyword is not None or params.star or not isinstance(params.value, (cst.List, cst.Tuple)):
+                return False
+            elements = params.value.elements
+            if not elements or not all(isinstance(e, cst.Element) and self._host_parameter(e.value) for e in elements):
+                return False
         return True
+
+    def _host_parameter(self, value: cst.BaseExpression) -> bool:
+        """``nn.Parameter(<a torch factory with no device>)``, or a name bound only to one."""
+        if isinstance(value, cst.Name):
+            bindings = self.ctx.semantic.lookup(value)
+            return bool(bindings) and all(
+                b.kind == "assign" and b.value is not None and not isinstance(b.value, cst.Name)
+                and self._host_parameter(b.value) for b in bindings)
+        if not (isinstance(value, cst.Call) and self.ctx.resolve_call(value) == "torch.nn.Parameter" and value.args):
+            return False
+        made = value.args[0]
+        return made.keyword is None and not made.star and self._host_factory_call(made.value)
 
     def _inside_reported_chain(self, node: cst.Call) -> bool:
         """Is `node` the receiver of an outer sync call (`x.cpu()` in `x.cpu().numpy()`)?"""
