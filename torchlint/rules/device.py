@@ -477,8 +477,18 @@ class TensorMovedAfterCreation(Rule):
         """The cheap test before the whole-file model is asked for movers: ``f(...)`` or
         ``self.f(...)`` given a call or a name the text may bind to a constructor's result."""
         func = node.func
-        if not (isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                                               and func.value.value == "self")):
+        if isinstance(func, cst.Name):
+            name = func.value
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            name = func.attr.value
+        else:
+            return False
+        defined = getattr(self, "_defined", None)
+        if defined is None:
+            defined = self._defined = {}
+        if name not in defined:  # `def name(` in the text: a function of the file (not a builtin, not imported)
+            defined[name] = re.search(rf"(?<!\w)def{GAP}{re.escape(name)}{GAP}\(", self.ctx.text) is not None
+        if not defined[name]:
             return False
         for arg in node.args:
             value = arg.value
