@@ -180,3 +180,32 @@ def test_loader_locals_are_wrappers_and_parameters_every_caller_gives_a_loader()
     assert model.loader_locals((("d", "validate"),)) == {"bar", "it"}
     assert model.batch_names((("d", "evaluate"),)) == {"x", "y"}
     assert model.batch_names((("d", "validate"),)) == {"x"}
+
+
+def test_an_attribute_iterator_bound_again_in_another_method_is_not_a_batch_source():
+    # `self.it = iter(loader)` in one method, `next(self.it)` in another: a batch; unless a
+    # third method binds `self.it` to something else (that method's lines spell no `iter(`:
+    # it is read because it spells the attribute)
+    text = """\
+        class Drawn:
+            def start(self):
+                self.it = iter(self.train_loader)
+
+            def step(self):
+                batch = next(self.it)
+                return batch
+
+        class Reset:
+            def start(self):
+                self.it = iter(self.train_loader)
+
+            def stop(self):
+                self.it = None
+
+            def step(self):
+                batch = next(self.it)
+                return batch
+    """
+    model = _model(text)
+    assert model.batch_names((("c", "Drawn"), ("d", "step"))) == {"batch"}
+    assert model.batch_names((("c", "Reset"), ("d", "step"))) == frozenset()

@@ -433,7 +433,7 @@ class _BatchFacts:
         # a definition whose text spells no loader reads none: its statements are not scanned
         words = {n.rsplit(".", 1)[-1] for n in loader_names} | set(classes)
         self.spells_loader = re.compile("(?i:loader)" + "".join(f"|\\b{re.escape(w)}\\b" for w in sorted(words)))
-        self.generators: Dict[str, object] = (_loader_generators(self.definitions(), loader_names, _yield_lines(text))
+        self.generators: Dict[str, object] = (_loader_generators(self.definitions(), loader_names, _yield_lines(text, starts))
                                               if "yield" in text else {})
         words |= {"next", "iter", "prepare"} | {g.rsplit(".", 1)[-1] for g in self.generators}
         self.draws = re.compile("(?i:loader)" + "".join(f"|\\b{re.escape(w)}\\b" for w in sorted(words)))
@@ -481,23 +481,42 @@ class _BatchFacts:
         if self._attributes_read:
             return
         self._attributes_read = True
+        # Only a method whose lines assign `iter(...)` or a call of a generator of the file can bind
+        # an attribute to an iterator; the other methods are walked only when they spell such an
+        # attribute (`self.it = None` elsewhere makes it unknown). transformers' Trainer (`epoch_iterator
+        # = iter(epoch_dataloader)`, a local): 4.8 s under the profiler for walking its every method.
+        called = "|".join(["iter"] + [re.escape(g.rsplit(".", 1)[-1]) for g in sorted(self.generators)])
+        binds = re.compile(r"=\s*\(?\s*(?:[\w.]+\.)?(?:%s)\s*\(" % called)
         for cls in self.tree.body:
-            if type(cls) is not ast.ClassDef or not self.spells(cls, self.draws):
+            if type(cls) is not ast.ClassDef or not self.spells(cls, self.draws) or not self.spells(cls, binds):
                 continue
-            for method in cls.body:
-                if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef):
-                    continue
-                scan = _Scan(self, (), method, None)
-                for node in ast.walk(method):
-                    if type(node) is ast.Assign:
-                        for target in node.targets:
-                            name = dotted(target)
-                            if name is None or not name.startswith("self.") or name.count(".") != 1:
-                                continue
-                            key = (cls.name, name[5:])
-                            loaders = scan.iterator(node.value)
-                            previous = self.attribute_iterators.get(key, loaders)
-                            self.attribute_iterators[key] = loaders if loaders and previous == loaders else None
+            methods = [m for m in cls.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef)]
+            first = [m for m in methods if self.spells(m, binds)]
+            for method in first:
+                self._attribute_bindings(cls.name, method)
+            bound = sorted(attr for (owner, attr), loaders in self.attribute_iterators.items()
+                           if owner == cls.name and loaders)
+            if not bound:
+                continue
+            spelled = re.compile(r"\bself\s*\.\s*(?:%s)\b" % "|".join(map(re.escape, bound)))
+            for method in methods:
+                if not any(method is m for m in first) and self.spells(method, spelled):
+                    self._attribute_bindings(cls.name, method)
+
+    def _attribute_bindings(self, cls: str, method: ast.AST) -> None:
+        """``self.<attribute> = <value>`` in ``method``: an iterator of loaders when every such
+        binding in the class is the same one (``attribute_iterators``)."""
+        scan = _Scan(self, (), method, None)
+        for node in ast.walk(method):
+            if type(node) is ast.Assign:
+                for target in node.targets:
+                    name = dotted(target)
+                    if name is None or not name.startswith("self.") or name.count(".") != 1:
+                        continue
+                    key = (cls, name[5:])
+                    loaders = scan.iterator(node.value)
+                    previous = self.attribute_iterators.get(key, loaders)
+                    self.attribute_iterators[key] = loaders if loaders and previous == loaders else None
 
     def scopes(self, wanted: Optional[Scope] = None,
                module_scan: Optional["_Scan"] = None) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
@@ -618,9 +637,15 @@ def _is_items(node: ast.expr) -> bool:
     return type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "items"
 
 
-def _yield_lines(text: str) -> List[int]:
-    """The (1-based) lines of ``text`` that spell ``yield``, in order."""
-    return [number for number, line in enumerate(text.splitlines(), 1) if "yield" in line]
+def _yield_lines(text: str, starts: List[int]) -> List[int]:
+    """The (1-based) lines of ``text`` that spell ``yield``, in order (``starts``: where each
+    line starts, as CPython counts lines)."""
+    found: List[int] = []
+    for match in re.finditer("yield", text):
+        line = bisect.bisect_right(starts, match.start())
+        if not found or found[-1] != line:
+            found.append(line)
+    return found
 
 
 def _loader_generators(definitions: List[ast.AST], loader_names: FrozenSet[str],
@@ -683,3 +708,228 @@ def batch_sources(tree: ast.Module, text: str, starts: List[int], loader_names: 
     ``pbar = tqdm(train_loader)``, a parameter every caller gives a loader); ``loader`` is the
     loader's dotted name or ``callee()``."""
     return _BatchFacts(tree, text, starts, loader_names, classes, is_torch_loader, calls_named).scopes(wanted)
+
+
+# -- functions other files hand loaders to (the project index, issue 29 class 2) ------------------
+# Calls a ``for`` may iterate a parameter through that do not iterate it (``range(n)``, ``len``).
+_NOT_ITERATING = frozenset({"range", "len", "min", "max", "sum", "int", "float", "str", "repr", "print", "isinstance"})
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_FOR_WORD = re.compile(r"for\b")  # where a line that starts a `for` statement may be
+_LONE_CR = re.compile(r"\r(?!\n)")
+# `in p`, `in enumerate(tqdm(p), 1)`, `in logger.log_every(p, 10)`: the callees, then the name
+_DRAWN = re.compile(r"\bin\s+((?:[\w.]+\s*\(\s*)*)([A-Za-z_]\w*)")
+
+
+def _drawn_name(header: str) -> Optional[str]:
+    """The name a ``for`` header's iterable draws from as ``_iterated_parameter`` reads it (the
+    first argument through calls), from the text of its line; None for ``range(n)``."""
+    match = _DRAWN.search(header)
+    if match is None:
+        return None
+    callees = [c.strip() for c in match.group(1).split("(") if c.strip()]
+    return None if any(c in _NOT_ITERATING for c in callees) else match.group(2)
+_MOVE_TEXT = re.compile(r"\.\s*(?:cuda|to)\s*\(")  # `x.cuda(`, `x.to(`: a loop that may move
+
+
+def loader_parameters(tree: ast.Module, text: Optional[str] = None) -> Dict[str, list]:
+    """For the project index (``summary["loader_params"]``, ``ProjectIndex.loader_helpers``): the
+    module-level functions and the methods of module-level classes that iterate a positional
+    parameter with ``for`` (directly, or through a call handed it: ``enumerate(p)``,
+    ``tqdm(p)``, ``logger.log_every(p, 10)``) and never bind it again: qualname -> [positional
+    parameters (``self`` left out), positions iterated, positions whose items a loop moves to
+    a device (``x.cuda()``, ``x.to(device)``, on a value derived from the loop's variables),
+    positions iterated inside another loop of the function (once per epoch of its own:
+    ``for epoch in range(n): for b in p``), the function's line]. A caller in another file that
+    hands such a function a loader makes it iterated (per call) or its batches moved (TL102,
+    TL103). Only functions whose lines spell ``for`` are read (statements first, expressions
+    only of the loops over a parameter)."""
+    if text is not None and "for" not in text:
+        return {}
+    candidates: List[Tuple[str, ast.AST, bool]] = []
+    for stmt in tree.body:
+        kind = type(stmt)
+        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            candidates.append((stmt.name, stmt, False))  # type: ignore[attr-defined]
+        elif kind is ast.ClassDef:
+            for item in stmt.body:  # type: ignore[attr-defined]
+                if type(item) in (ast.FunctionDef, ast.AsyncFunctionDef):
+                    candidates.append((f"{stmt.name}.{item.name}", item, True))  # type: ignore[attr-defined]
+    starts: List[int] = []
+    if text is not None and not ("\r" in text and _LONE_CR.search(text)):  # lines end at \n (or \r\n)
+        # The `for` statements' lines and the names they may iterate, from the text: a function is
+        # read only when one of them, in its span, draws from a name (transformers: most loops
+        # are over `self.layers` or `range(n)`, most functions have none)
+        drawn: List[Tuple[int, str]] = []
+        line, counted = 1, 0
+        for match in _FOR_WORD.finditer(text):  # a literal first: C speed (a `(?m)^` pattern is 10x slower)
+            pos = match.start()
+            begin = text.rfind("\n", 0, pos) + 1
+            if text[begin:pos].strip() not in ("", "async"):
+                continue  # `for` in a comprehension, a docstring, a comment: not a `for` statement
+            end = text.find("\n", pos)
+            name = _drawn_name(text[match.end():end if end >= 0 else len(text)])
+            if name is not None:
+                line += text.count("\n", counted, pos)
+                counted = pos
+                drawn.append((line, name))
+        if not drawn:
+            return {}
+        firsts = [function.lineno for _, function, _ in candidates]  # type: ignore[attr-defined]
+        names: Dict[int, Set[str]] = {}  # candidate -> the names its `for` lines draw from
+        for line, name in drawn:
+            at = bisect.bisect_right(firsts, line) - 1
+            if at >= 0 and line <= (candidates[at][1].end_lineno or 0):  # type: ignore[attr-defined]
+                names.setdefault(at, set()).add(name)
+        candidates = [c for i, c in enumerate(candidates) if i in names]
+        spelled = {id(candidates[j][1]): names[i] for j, i in enumerate(sorted(names))}
+    else:
+        spelled = {}
+    found: Dict[str, list] = {}
+    for qualname, function, method in candidates:
+        args = function.args  # type: ignore[attr-defined]
+        params = [a.arg for a in (*args.posonlyargs, *args.args)]
+        if method:
+            static = any(dotted(d) == "staticmethod" for d in function.decorator_list)  # type: ignore[attr-defined]
+            if not static:
+                if not params or params[0] not in ("self", "cls"):
+                    continue
+                params = params[1:]
+        if not params or (spelled and not spelled[id(function)] & set(params)):
+            continue  # (no `for` line of it draws from a parameter)
+        loops = [(loop, depth) for loop, depth in _loops_of(function.body)  # type: ignore[attr-defined]
+                 if type(loop) in (ast.For, ast.AsyncFor)]
+        found_loops: List[Tuple[int, ast.AST, int]] = []
+        for loop, depth in loops:
+            param = _iterated_parameter(loop.iter, params)  # type: ignore[attr-defined]
+            if param is not None:
+                found_loops.append((params.index(param), loop, depth))
+        if not found_loops:
+            continue
+        rebound = _rebound_names(function)
+        moved: Set[int] = set()
+        repeated: Set[int] = set()
+        seen: Set[int] = set()
+        for position, loop, depth in found_loops:
+            if params[position] in rebound:
+                continue
+            seen.add(position)
+            if depth:
+                repeated.add(position)
+            if position in moved:
+                continue
+            if text is not None:  # a loop whose lines spell no `.to(`/`.cuda(` moves nothing (no walk)
+                if not starts:
+                    from torchlint.source import line_starts
+
+                    starts = line_starts(text)
+                first, last = loop.lineno, loop.end_lineno or loop.lineno  # type: ignore[attr-defined]
+                if not _MOVE_TEXT.search(text, starts[first - 1], starts[min(last, len(starts) - 1)]):
+                    continue
+            if _moves_loop_items(loop):
+                moved.add(position)
+        if seen:
+            found[qualname] = [params, sorted(seen), sorted(moved), sorted(repeated), function.lineno]  # type: ignore[attr-defined]
+    return found
+
+
+def _loops_of(statements: List[ast.stmt]) -> List[Tuple[ast.AST, int]]:
+    """The loops among ``statements`` and their blocks (no nested scope), with how many loops
+    enclose each."""
+    found: List[Tuple[ast.AST, int]] = []
+    stack: List[Tuple[ast.AST, int]] = [(s, 0) for s in statements]
+    while stack:
+        node, depth = stack.pop()
+        kind = type(node)
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            continue
+        if kind in _LOOPS:
+            found.append((node, depth))
+            stack.extend((child, depth + 1) for child in node.body)  # type: ignore[attr-defined]
+            stack.extend((child, depth) for child in node.orelse)  # type: ignore[attr-defined]
+            continue
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, name, None)
+            if type(block) is list:
+                stack.extend((child, depth) for child in block if isinstance(child, ast.AST))
+    return found
+
+
+def _iterated_parameter(iterable: ast.expr, params: List[str]) -> Optional[str]:
+    """The parameter a ``for`` over ``iterable`` draws from: ``p``, ``enumerate(p)``,
+    ``tqdm(enumerate(p))``, ``logger.log_every(p, 10)`` (a call's first argument), or None."""
+    node = iterable
+    while True:
+        if type(node) is ast.Name:
+            return node.id if node.id in params else None
+        if type(node) is not ast.Call:
+            return None
+        callee = dotted(node.func)
+        if callee is None or callee in _NOT_ITERATING:
+            return None
+        args = node.args
+        if not args or type(args[0]) not in (ast.Name, ast.Call):
+            return None
+        node = args[0]  # a wrapper's iterable comes first: `enumerate(p, 1)`, `tqdm(p, total=n)`
+
+
+def _rebound_names(function: ast.AST) -> Set[str]:
+    """Names the function's statements bind (assignments, ``for``, ``with``, ``del``, imports,
+    definitions; not inside nested scopes): a parameter bound again holds something else after.
+    Statements only, and the targets' names (a walrus in an expression is not seen)."""
+    found: Set[str] = set()
+    stack: List[ast.AST] = list(function.body)  # type: ignore[attr-defined]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        targets: List[ast.AST] = []
+        if kind is ast.Assign:
+            targets = node.targets  # type: ignore[attr-defined]
+        elif kind in (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor):
+            targets = [node.target]  # type: ignore[attr-defined]
+        elif kind in (ast.With, ast.AsyncWith):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]  # type: ignore[attr-defined]
+        elif kind is ast.Delete:
+            targets = node.targets  # type: ignore[attr-defined]
+        elif kind in (ast.Import, ast.ImportFrom):
+            found.update((a.asname or a.name).split(".", 1)[0] for a in node.names)  # type: ignore[attr-defined]
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            found.add(node.name)  # type: ignore[attr-defined]
+            continue
+        elif kind is ast.ExceptHandler and node.name:  # type: ignore[attr-defined]
+            found.add(node.name)  # type: ignore[attr-defined]
+        for target in targets:
+            found.update(n.id for n in ast.walk(target) if type(n) is ast.Name)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, name, None)
+            if type(block) is list:
+                stack.extend(block)
+    return found
+
+
+def _moves_loop_items(loop: ast.AST) -> bool:
+    """Does the loop's body move a value derived from its variables to a device
+    (``project._moves_to_device``: ``x.cuda()``, ``x.to(device)``)? Names bound from the loop's
+    variables (assignments, comprehensions, inner loops) count."""
+    from torchlint.project import _moves_to_device
+
+    tainted = {n.id for n in ast.walk(loop.target) if type(n) is ast.Name}  # type: ignore[attr-defined]
+    nodes = [n for statement in loop.body for n in ast.walk(statement)]  # type: ignore[attr-defined]
+    moves = [n for n in nodes if type(n) is ast.Call and _moves_to_device(n)]
+    if not moves:
+        return False
+    binders = [n for n in nodes if type(n) in (ast.Assign, ast.comprehension, ast.For, ast.AsyncFor, ast.AnnAssign)]
+
+    def reads(node: Optional[ast.AST]) -> bool:
+        return node is not None and any(type(x) is ast.Name and x.id in tainted for x in ast.walk(node))
+
+    for _ in range(3):  # names bound from the loop's variables, from those, ...
+        before = len(tainted)
+        for node in binders:
+            kind = type(node)
+            source = node.value if kind in (ast.Assign, ast.AnnAssign) else node.iter  # type: ignore[attr-defined]
+            if reads(source):
+                targets = node.targets if kind is ast.Assign else [node.target]  # type: ignore[attr-defined]
+                tainted.update(x.id for t in targets for x in ast.walk(t) if type(x) is ast.Name)
+        if len(tainted) == before:
+            break
+    return any(reads(call.func.value) for call in moves)  # type: ignore[attr-defined]

@@ -78,12 +78,19 @@ class FileFacts:
     #: mode depends on): whether they compute the same in training and eval mode is judged where a
     #: rule asks (W3, TL902; ``modefacts.judge_file``)
     mode_free: Mapping[str, Tuple[str, str, str]] = field(default_factory=dict)
+    #: name as this file spells it at a call (``train_one_epoch``, ``engine.evaluate``,
+    #: ``SimCLR.train`` for a method of an imported class) -> (its positional parameters, those a
+    #: ``for`` iterates, those whose items it moves to a device, those it iterates inside a loop
+    #: of its own, where): functions of other project files a loader may be handed to (issue 29
+    #: class 2, TL102/TL103; ``loaderfacts.loader_parameters``)
+    loader_helpers: Mapping[str, Tuple[Tuple[str, ...], Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str]] = \
+        field(default_factory=dict)
 
     @cached_property
     def digest(self) -> str:
         if (not self.per_step and not self.moved_loaders and not self.subclasses and not self.cpu_program
                 and not self.inference_program and not self.ddp_program and not self.eval_helpers
-                and not self.mode_free):
+                and not self.mode_free and not self.loader_helpers):
             return ""
         data = json.dumps([sorted(self.per_step.items()), sorted(self.moved_loaders.items()),
                            sorted(self.subclasses.items())] + ([sorted(self.sites.items())] if self.sites else [])
@@ -135,7 +142,8 @@ class FileFacts:
         row: list = [{q: list(v) for q, v in self.per_step.items()}, dict(self.moved_loaders), dict(self.subclasses)]
         extras: list = [{why: list(site) for why, site in self.sites.items()}, self.cpu_program, self.inference_program,
                         self.ddp_program, {k: list(v) for k, v in self.eval_helpers.items()},
-                        {k: list(v) for k, v in self.mode_free.items()}]
+                        {k: list(v) for k, v in self.mode_free.items()},
+                        {k: [list(v[0]), list(v[1]), list(v[2]), list(v[3]), v[4]] for k, v in self.loader_helpers.items()}]
         while extras and not extras[-1]:  # trailing empty extras are left out
             extras.pop()
         return row + extras
@@ -151,16 +159,19 @@ class FileFacts:
         ddp = rest[3] if len(rest) >= 4 else ""
         helpers = rest[4] if len(rest) >= 5 else {}
         mode_free = rest[5] if len(rest) >= 6 else {}
+        loader_helpers = rest[6] if len(rest) >= 7 else {}
         if not (isinstance(per_step, dict) and isinstance(moved, dict) and isinstance(subclasses, dict)
                 and isinstance(sites, dict) and isinstance(cpu, str) and isinstance(inference, str)
                 and isinstance(ddp, str) and isinstance(helpers, dict) and isinstance(mode_free, dict)
-                and len(rest) <= 6):
+                and isinstance(loader_helpers, dict) and len(rest) <= 7):
             raise ValueError("bad facts")
         return FileFacts({str(q): (str(v[0]), str(v[1])) for q, v in per_step.items()},
                          {str(q): str(v) for q, v in moved.items()}, {str(k): str(v) for k, v in subclasses.items()},
                          {str(w): (str(v[0]), int(v[1])) for w, v in sites.items()}, cpu, inference, ddp,
                          {str(k): (str(v[0]), int(v[1]), str(v[2]), int(v[3]), str(v[4])) for k, v in helpers.items()},
-                         {str(k): (str(v[0]), str(v[1]), str(v[2])) for k, v in mode_free.items()})
+                         {str(k): (str(v[0]), str(v[1]), str(v[2])) for k, v in mode_free.items()},
+                         {str(k): (tuple(str(p) for p in v[0]), tuple(int(i) for i in v[1]), tuple(int(i) for i in v[2]),
+                                   tuple(int(i) for i in v[3]), str(v[4])) for k, v in loader_helpers.items()})
 
     def runs_every_step(self, qualname: Optional[str], kinds: Iterable[str] = (TRAIN,)) -> Optional[str]:
         """Why the function runs every step (a phrase for messages), or None."""
@@ -825,6 +836,11 @@ def summarize(tree: ast.Module, path: str, text: Optional[str] = None,
     _training_facts(summary, text)
     _evaluation_helpers(summary, tree)
     _class_facts(summary, tree, text)
+    loader_params = loader_parameters(tree, text)  # functions a loader may be handed to (TL102/TL103)
+    if loader_params:
+        summary["loader_params"] = loader_params
+    if text is None or "oader" in text:  # may build or name a loader: may hand one to loader_params
+        summary["spells_loader"] = True
     if reuse is not None:  # the functions edited away: their records (and nodes) are dropped
         for key in [k for k in reuse if k not in summarizer._used]:
             del reuse[key]
@@ -1114,9 +1130,10 @@ class ProjectIndex:
         ddp = self.ddp_programs.get(path, "")
         helpers = self.eval_helpers(path)
         mode_free = self.mode_free(path)
-        if not (per_step or moved or subclasses or cpu or inference or ddp or helpers or mode_free):
+        loader_helpers = self.loader_helpers(path)
+        if not (per_step or moved or subclasses or cpu or inference or ddp or helpers or mode_free or loader_helpers):
             return EMPTY_FACTS
-        return FileFacts(per_step, moved, subclasses, sites, cpu, inference, ddp, helpers, mode_free)
+        return FileFacts(per_step, moved, subclasses, sites, cpu, inference, ddp, helpers, mode_free, loader_helpers)
 
     # -- what a file imports from the project (W3: evaluation helpers, mode-free classes) ----------
     @cached_property
@@ -1187,6 +1204,38 @@ class ProjectIndex:
     @cached_property
     def _evaluates(self) -> bool:
         return any(s.get("evaluates") for s in self.summaries.values())
+
+    def loader_helpers(self, path: str) -> Dict[str, Tuple[Tuple[str, ...], Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str]]:
+        """name as ``path`` spells it -> (positional parameters, positions iterated, moved,
+        iterated in a loop of its own, where) for the functions and methods of other project
+        files it imports that iterate a parameter (``loader_params``): ``train_one_epoch``,
+        ``engine.evaluate``, ``SimCLR.train`` (a method of an imported class). Only for a file
+        that spells a loader (``spells_loader``): facts make a file walked whole again."""
+        found: Dict[str, Tuple[Tuple[str, ...], Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str]] = {}
+        if not self._loader_params:
+            return found
+        summary = self.summaries.get(path)
+        if summary is not None and not summary.get("spells_loader"):
+            return found
+        for local, target, name in self._imports_of(path):
+            functions = self.summaries[target].get("loader_params")
+            if not functions:
+                continue
+            for qualname, (params, iterated, moved, repeated, line) in sorted(functions.items()):
+                if not name:
+                    key = f"{local}.{qualname}"
+                elif qualname == name:
+                    key = local
+                elif qualname.startswith(name + "."):
+                    key = local + qualname[len(name):]
+                else:
+                    continue
+                found[key] = (tuple(params), tuple(iterated), tuple(moved), tuple(repeated), f"{_short(target)}:{line}")
+        return found
+
+    @cached_property
+    def _loader_params(self) -> bool:
+        return any(s.get("loader_params") for s in self.summaries.values())
 
     def mode_free(self, path: str) -> Dict[str, Tuple[str, str, str]]:
         """Names ``path`` spells for the classes (with bases: possible models) of other project

@@ -16,10 +16,14 @@ from torchlint.heuristics import is_accelerator_device, moves_to_accelerator
 from torchlint.rules.base import Rule
 from torchlint.rules.loading import (
     FIT_LOADERS,
+    MOVED,
     _is_loader_call,
     _lightning_trainer,
     _loader_class_call,
     _parameter_for,
+    handed_at,
+    helper_facts,
+    loader_calls_through,
 )
 from torchlint.semantic import PARAM
 from torchlint.syntax import (
@@ -432,19 +436,20 @@ class DataLoaderPinMemory(Rule):
         if not _body_moves_items(node, self.ctx):
             return
         semantic = self.ctx.semantic
-        for call in semantic.loader_calls(node.iter, self._factory_loaders):
+        for call in loader_calls_through(self.ctx, node.iter, self._factory_loaders):
             self.moved.add(id(call))
         function = enclosing_function(self.ctx)
         if function is None:
             return
         for value in semantic.iterated_values(node.iter):  # `def train(model, data): for x in data:`
-            bindings = semantic.lookup(value) if isinstance(value, cst.Name) else None
-            if bindings and len(bindings) == 1 and bindings[0].kind == PARAM:
-                self.moving_params.setdefault(id(function), (function, set()))[1].add(value.value)
+            for param in _parameters_in(value, function, semantic):
+                self.moving_params.setdefault(id(function), (function, set()))[1].add(param)
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.loaders and self.moving_params:
             self._given_to_movers(node)
+        if self.loaders and self.ctx.project.loader_helpers:
+            self._given_to_other_files(node)
         if self.loaders and self.fits:
             self._given_to_a_gpu_trainer()
         walking = self.ctx.ancestors
@@ -472,7 +477,21 @@ class DataLoaderPinMemory(Rule):
                 if arg.star:
                     break
                 if _parameter_for(function, index, arg) in params:
-                    self.moved.update(id(c) for c in semantic.loader_calls(arg.value, self._factory_loaders))
+                    self.moved.update(id(c) for c in loader_calls_through(self.ctx, arg.value, self._factory_loaders))
+
+    def _given_to_other_files(self, module: cst.Module) -> None:
+        """Loaders handed to a function of another project file whose loop iterates that
+        parameter and moves its items (``train_one_epoch(model, optimizer, data_loader, ...)``
+        of engine.py; ``simclr.train(train_loader)`` of an imported class; issue 29 class 2,
+        ``FileFacts.loader_helpers``)."""
+        for call in walk(module):
+            if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+                continue
+            facts = helper_facts(call, self.ctx)
+            if facts is None or not facts[MOVED]:
+                continue
+            for value in handed_at(call, facts, MOVED):
+                self.moved.update(id(c) for c in loader_calls_through(self.ctx, value, self._factory_loaders))
 
     def _given_to_a_gpu_trainer(self) -> None:
         """``trainer.fit(model, train_loader, val_loader)`` on a Lightning ``Trainer`` of a file
@@ -675,6 +694,50 @@ def _self_attr(node: cst.CSTNode) -> bool:
 
 def _is_docstring_expr(small: cst.BaseSmallStatement) -> bool:
     return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _parameters_in(value: cst.BaseExpression, function: cst.FunctionDef, semantic) -> List[str]:
+    """The parameters of ``function`` a ``for`` over ``value`` iterates: a name bound only as
+    one, or a name bound only by a ``for`` over a literal list of tuples, at the same place in
+    each (``for name, loader in [("train", train_loader), ("val", val_loader)]``)."""
+    if not isinstance(value, cst.Name):
+        return []
+    bindings = semantic.lookup(value)
+    if not bindings or len(bindings) != 1:
+        return []
+    binding = bindings[0]
+    if binding.kind == PARAM:
+        return [value.value]
+    loop = binding.statement
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, (cst.List, cst.Tuple)) and loop.iter.elements):
+        return []
+    path: List[int] = []  # where the name sits in the loop's target
+    target: cst.BaseExpression = loop.target
+    while target is not binding.node:
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return []
+        index = next((i for i, e in enumerate(target.elements) if _holds(e.value, binding.node)), None)
+        if index is None or any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return []
+        path.append(index)
+        target = target.elements[index].value
+    found: List[str] = []
+    for element in loop.iter.elements:
+        item = element.value
+        for index in path:
+            if not isinstance(item, (cst.Tuple, cst.List)) or index >= len(item.elements):
+                return []
+            item = item.elements[index].value
+        inner = semantic.lookup(item) if isinstance(item, cst.Name) else None
+        if not (inner and len(inner) == 1 and inner[0].kind == PARAM and inner[0].node is not None
+                and inner[0].scope.node is function):
+            return []
+        found.append(item.value)
+    return found
+
+
+def _holds(outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return outer is node or any(n is node for n in walk(outer))
 
 
 def _body_moves_items(loop: cst.For, ctx) -> bool:

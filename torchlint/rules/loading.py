@@ -11,7 +11,7 @@ from torchlint.diagnostics import UNSAFE
 from torchlint.imports import dotted_name
 from torchlint.loops import calls_gradient_step
 from torchlint.rules.base import Rule
-from torchlint.semantic import CLASS, IMPORT, PARAM
+from torchlint.semantic import ASSIGN, CLASS, IMPORT, PARAM
 from torchlint.syntax import (
     UNKNOWN,
     enclosing_function,
@@ -246,6 +246,9 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         self._preparing: Set[int] = set()  # `accelerator.prepare(...)` calls being followed
         self.appended: Dict[str, List[cst.Call]] = {}  # list -> loaders appended to it
         self.restarted_lists: Set[str] = set()  # lists whose loaders are restarted on StopIteration
+        #: loader call id -> calls of the functions of the file it is built in and returned from
+        #: (``set_loader(opt)``): a factory called inside an epoch loop builds a loader per epoch
+        self.sites: Dict[int, List[cst.Call]] = {}
 
     def loader_factory(self, call: cst.Call) -> List[cst.Call]:
         """The loader calls a call that is not torch's ``DataLoader(...)`` gives: a subclass's own
@@ -254,6 +257,14 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         if _loader_class_call(call, self.ctx):
             return [call]
         func = call.func
+        function = self.ctx.semantic.module_function(func)
+        if function is not None:  # `train_loader = set_loader(opt)`: what a function of the file returns
+            found: List[cst.Call] = []
+            for value in self.ctx.semantic.returned_values(function):
+                found += self.ctx.semantic.loader_calls(value, lambda c: [c] if _loader_class_call(c, self.ctx) else [])
+            for loader in found:
+                self.sites.setdefault(id(loader), []).append(call)
+            return found
         if (isinstance(func, cst.Attribute) and func.attr.value == "prepare" and len(call.args) == 1
                 and call.args[0].keyword is None and not call.args[0].star and id(call) not in self._preparing
                 and "accelerator" in (dotted_name(func.value) or "").lower()):
@@ -357,14 +368,15 @@ class DataLoaderPersistentWorkers(_LoaderRule):
         return found
 
     def visit_For(self, node: cst.For) -> None:
-        loaders = self.ctx.semantic.loader_calls(node.iter, self.loader_factory) or self._prepared(node.iter)
+        loaders = (self.ctx.semantic.loader_calls(node.iter, self.loader_factory) or self._prepared(node.iter)
+                   or loader_calls_through(self.ctx, node.iter, self.loader_factory, self.sites))
         if not loaders:
             self._repeats_parameter(node)
             return
         outer = [l for l in enclosing_loops(self.ctx) if not _single_epoch(l)]
         if outer:
             epoch = outer[-1]
-            self.per_epoch.update(_built_before(epoch, loaders))
+            self.per_epoch.update(_built_before(epoch, loaders, self.sites))
         else:
             function = enclosing_function(self.ctx)
             if function is not None:
@@ -396,12 +408,15 @@ class DataLoaderPersistentWorkers(_LoaderRule):
                 # the function's own loops run once per call: once per epoch; a loader the
                 # function builds itself is a new one each call (persistence cannot help)
                 self.per_epoch.update(id(c) for c in self.loops_in.get(id(function), ())
-                                      if not _contains(epoch, c) and not _contains(function, c))
+                                      if not any(_contains(epoch, n) or _contains(function, n)
+                                                 for n in (c, *self.sites.get(id(c), ()))))
+            helper = helper_facts(call, self.ctx) if function is None else None
+            iterated = handed_at(call, helper, ITERATED) if helper is not None else []
             for index, arg in enumerate(call.args):
                 if arg.star:
                     break
-                given = semantic.loader_calls(arg.value, self.loader_factory)
-                built = _built_before(epoch, given)
+                given = loader_calls_through(self.ctx, arg.value, self.loader_factory, self.sites)
+                built = _built_before(epoch, given, self.sites)
                 loaders = [c for c in given if id(c) in built]
                 if not loaders:
                     continue
@@ -409,11 +424,26 @@ class DataLoaderPersistentWorkers(_LoaderRule):
                     param = _parameter_for(function, index, arg)
                     if param is None or not _iterates_parameter(function, param, semantic):
                         continue
-                elif not (set(name_tokens(call.func)) & PER_EPOCH_WORDS):
-                    continue
+                elif not (any(v is arg.value for v in iterated) or set(name_tokens(call.func)) & PER_EPOCH_WORDS):
+                    continue  # (a function of another file that iterates the parameter: the project index)
                 self.per_epoch.update(id(c) for c in loaders)
+        if self.ctx.project.loader_helpers:
+            self._given_to_repeating_helpers(node)
         self.report_pending(lambda item: id(item.call) in self.per_epoch or self._lightning_per_epoch(item),
                             lambda item: self._fix(item.call))
+
+    def _given_to_repeating_helpers(self, module: cst.Module) -> None:
+        """Loaders handed (anywhere) to a function of another project file that iterates that
+        parameter inside a loop of its own (``simclr.train(train_loader)``, whose ``for epoch``
+        iterates it each epoch; ``FileFacts.loader_helpers``)."""
+        for call in walk(module):
+            if not isinstance(call, cst.Call) or not isinstance(call.func, (cst.Name, cst.Attribute)):
+                continue
+            facts = helper_facts(call, self.ctx)
+            if facts is None or not facts[REPEATED]:
+                continue
+            for value in handed_at(call, facts, REPEATED):
+                self.per_epoch.update(id(c) for c in loader_calls_through(self.ctx, value, self.loader_factory, self.sites))
 
     def _loaders_given_to_repeating(self, module: cst.Module) -> None:
         """Loaders handed (anywhere) to a function that iterates that parameter again and again
@@ -764,6 +794,136 @@ def _loader_use(name: cst.Name, path: Tuple[cst.CSTNode, ...]) -> Optional[cst.C
     return None
 
 
+# -- loaders handed to functions of other project files (issue 29 class 2) -----------------------
+HelperFacts = Tuple[Tuple[str, ...], Tuple[int, ...], Tuple[int, ...], Tuple[int, ...], str]
+ITERATED, MOVED, REPEATED = 1, 2, 3  # the positions of ``HelperFacts`` a rule asks about
+
+
+def helper_facts(call: cst.Call, ctx) -> Optional[HelperFacts]:
+    """What the project index says (``FileFacts.loader_helpers``) of the function of another
+    project file that ``call`` calls: by the name the file imports (``train_one_epoch(...)``,
+    ``engine.evaluate(...)``), or a method of an imported class through a name bound only to
+    instances of it (``simclr = SimCLR(...)`` ... ``simclr.train(loader)``; bound to instances of
+    several such classes, ``model = DCGAN(...)`` or ``model = WGAN(...)``: only what every one
+    of their methods does). None when unknown."""
+    helpers = ctx.project.loader_helpers
+    if not helpers:
+        return None
+    func = call.func
+    name = dotted_name(func)
+    if name is None:
+        return None
+    found = helpers.get(name)
+    semantic = ctx.semantic
+    if found is not None:
+        head = func
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        bindings = semantic.lookup(head) if isinstance(head, cst.Name) else None
+        return found if bindings and all(b.kind == IMPORT for b in bindings) else None
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return None
+    values = semantic.values_of(func.value)
+    if not values:
+        return None
+    each: List[HelperFacts] = []
+    for value in values:
+        cls = dotted_name(value.func) if isinstance(value, cst.Call) else None
+        facts = helpers.get(f"{cls}.{func.attr.value}") if cls else None
+        if facts is None or (each and facts[0] != each[0][0]):
+            return None
+        each.append(facts)
+    if len(each) == 1:
+        return each[0]
+    first = each[0]
+    def common(kind: int) -> Tuple[int, ...]:
+        positions: Set[int] = set(first[kind])
+        for facts in each[1:]:
+            positions &= set(facts[kind])
+        return tuple(sorted(positions))
+
+    return (first[0], common(ITERATED), common(MOVED), common(REPEATED), first[4])
+
+
+def handed_at(call: cst.Call, facts: HelperFacts, kind: int) -> List[cst.BaseExpression]:
+    """The arguments of ``call`` bound to the parameters ``facts`` lists under ``kind``
+    (``ITERATED``, ``MOVED``, ``REPEATED``); none after a star argument."""
+    params, positions = facts[0], facts[kind]
+    found: List[cst.BaseExpression] = []
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if arg.keyword is None:
+            position: Optional[int] = index
+        else:
+            position = params.index(arg.keyword.value) if arg.keyword.value in params else None
+        if position is not None and position in positions:
+            found.append(arg.value)
+    return found
+
+
+def loader_calls_through(ctx, iterable: cst.BaseExpression, factory, sites: Optional[Dict[int, List[cst.Call]]] = None
+                         ) -> List[cst.Call]:
+    """``semantic.loader_calls``, and also through a name unpacked from what a function of this
+    file returns (``train_loader, val_loader = set_loader(opt)`` where ``set_loader`` returns
+    ``train_loader, val_loader``; every binding of the name that reaches must give loaders, and
+    every ``return`` of the function a tuple of the same length). ``sites``: loader call id ->
+    the calls of the functions it came through (a factory called inside an epoch loop builds a
+    new loader each epoch)."""
+    semantic = ctx.semantic
+    found = semantic.loader_calls(iterable, factory)
+    if found:
+        return found
+    for value in semantic.iterated_values(iterable):
+        inner = _unpacked_loaders(value, ctx, factory, sites) if isinstance(value, cst.Name) else []
+        if not inner:
+            return []
+        found += inner
+    return found
+
+
+def _unpacked_loaders(name: cst.Name, ctx, factory, sites: Optional[Dict[int, List[cst.Call]]]) -> List[cst.Call]:
+    semantic = ctx.semantic
+    bindings = semantic.lookup(name)
+    if not bindings or all(b.value is not None for b in bindings):
+        return []  # loader_calls answered for those
+    found: List[cst.Call] = []
+    for b in bindings:
+        if b.kind != ASSIGN:
+            return []
+        if b.value is not None:
+            inner = semantic.loader_calls(b.value, factory)
+        else:
+            statement = b.statement
+            if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0].target, (cst.Tuple, cst.List))
+                    and isinstance(statement.value, cst.Call)
+                    and isinstance(statement.value.func, (cst.Name, cst.Attribute))):
+                return []
+            elements = statement.targets[0].target.elements
+            position = next((i for i, e in enumerate(elements) if e.value is b.node), None)
+            function = semantic.module_function(statement.value.func)
+            if position is None or function is None or any(isinstance(e, cst.StarredElement) for e in elements):
+                return []
+            returned = semantic.returned_values(function)
+            inner = []
+            for value in returned:
+                if not (isinstance(value, cst.Tuple) and len(value.elements) == len(elements)
+                        and not any(isinstance(e, cst.StarredElement) for e in value.elements)):
+                    return []
+                got = semantic.loader_calls(value.elements[position].value, factory)
+                if not got:
+                    return []
+                inner += got
+            if sites is not None:
+                for call in inner:
+                    sites.setdefault(id(call), []).append(statement.value)
+        if not inner:
+            return []
+        found += inner
+    return found
+
+
 def _bound_name(item: _Pending) -> Optional[str]:
     """``train_loader`` / ``self.train_loader`` for ``<name> = DataLoader(...)``."""
     parent = item.ancestors[-1] if item.ancestors else None
@@ -776,12 +936,14 @@ def _contains(outer: cst.CSTNode, node: cst.CSTNode) -> bool:
     return any(n is node for n in walk(outer))
 
 
-def _built_before(epoch: cst.CSTNode, loaders: List[cst.Call]) -> Set[int]:
+def _built_before(epoch: cst.CSTNode, loaders: List[cst.Call], sites: Optional[Dict[int, List[cst.Call]]] = None) -> Set[int]:
     """Ids of the loader calls, among those an iteration in ``epoch`` may reach, that are built
     before the epoch loop and so iterated once per epoch; none when one of them is built inside
     it: the name is rebound per epoch (``if epoch > 0: loader = DataLoader(...)``), so how often
-    the one built before runs is not known."""
-    if any(_contains(epoch, c) for c in loaders):
+    the one built before runs is not known. A loader returned by a function of the file counts
+    as built where that function is called (``sites``)."""
+    if any(_contains(epoch, c) or any(_contains(epoch, site) for site in (sites or {}).get(id(c), ()))
+           for c in loaders):
         return set()
     return {id(c) for c in loaders}
 
