@@ -736,17 +736,35 @@ class FileModel:
         return dotted in self.probability_modules().get(scope, ())
 
     def _probability_modules(self) -> Dict[Scope, FrozenSet[str]]:
-        from torchlint.astindex import AstIndex
-        from torchlint.outputs import probability_modules
+        from torchlint.outputs import SOFTMAX_NAMES, Collected, may_hold, probability_modules
 
-        if "oftmax" not in self.text:
+        text = self.text
+        if "oftmax" not in text:  # every spelling of a softmax says it (outputs.may_hold)
             return {}
-        if self._chunked:  # a large text: its whole tree once, only when TL407 asks
-            tree = _whole_tree(self.text)
-            index = AstIndex(tree, self.text)
-        else:
-            tree, index = self.tree, self.index
-        return probability_modules(tree, lambda node, name: index.resolves(node, lambda q: canonical_name(q) == name))
+
+        def resolves(node: ast.AST, name: str) -> bool:  # through the whole file's imports
+            return self.index.resolves(node, lambda q: canonical_name(q) == name)
+
+        if self._chunked:  # each chunk's bindings in turn, the whole tree never (outputs.Collected)
+            from torchlint.parsing import _Unsplittable
+
+            try:
+                for _ in self.chunks():
+                    break  # the whole file's imports are read before the first chunk
+                bindings = (self._bindings or ({}, []))[0]
+                aliases = sorted(n for n, qs in bindings.items() if any(canonical_name(q) in SOFTMAX_NAMES for q in qs))
+                if not may_hold(self.chunks(), text, resolves, aliases):
+                    return {}
+                collected = Collected(text, aliases)
+                for tree in self.chunks():
+                    collected.add(tree, resolves)
+                return collected.answer()
+            except _Unsplittable:
+                self._chunked = False
+                self.tree, self._index = _whole_tree(text), None
+        aliases = sorted(n for n, qs in self.index.bindings().items()
+                         if any(canonical_name(q) in SOFTMAX_NAMES for q in qs))
+        return probability_modules(self.tree, resolves, text, aliases)
     # -- end of probability modules (G1)
 
     # -- does this program train? (issue 29; G1, TL701) -----------------------------------------

@@ -25,7 +25,8 @@ A *probability module* is a value whose call returns a softmax:
 from __future__ import annotations
 
 import ast
-from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+import re
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, cast
 
 #: A scope as ``model.Scope``: the enclosing ``def``/``class`` names, outermost first, tagged "d"/"c".
 Where = Tuple[Tuple[str, str], ...]
@@ -33,6 +34,8 @@ Where = Tuple[Tuple[str, str], ...]
 SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
 SOFTMAX_MODULE = "torch.nn.Softmax"
 SEQUENTIAL = "torch.nn.Sequential"
+#: The names a softmax is spelt through (an alias of one is read like ``softmax``: ``may_hold``).
+SOFTMAX_NAMES = SOFTMAX_FUNCTIONS | {SOFTMAX_MODULE}
 # nn.Module methods that return the module itself.
 SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
                             "requires_grad_", "share_memory", "xpu", "ipu", "mps"})
@@ -40,31 +43,128 @@ _UNKNOWN = None  # a binding whose value cannot be read: the name is never a pro
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def probability_modules(tree: ast.Module, resolves: Callable[[ast.AST, str], bool]) -> Dict[Where, FrozenSet[str]]:
+def probability_modules(tree: ast.Module, resolves: Callable[[ast.AST, str], bool],
+                        text: Optional[str] = None, aliases: Sequence[str] = ()) -> Dict[Where, FrozenSet[str]]:
     """scope -> the names (``self.x`` for a class's attributes, keyed by the class's scope) that
     hold a probability module in every binding of that scope. ``resolves(node, qualified)``: may
-    the dotted name ``node`` stand for the torch name ``qualified``?"""
-    bindings: Dict[Where, Dict[str, List[Optional[ast.expr]]]] = {}
-    classes: Dict[str, ast.ClassDef] = {}
-    _collect(tree.body, (), bindings, classes)
-    module = bindings.get((), {})
-    softmax_classes = frozenset(name for name, node in classes.items()  # a class name bound only by its `class`
-                                if len(module.get(name, ())) == 1 and _returns_softmax(node, resolves))
-    found: Dict[Where, FrozenSet[str]] = {}
-    for where, names in bindings.items():
-        kept: Set[str] = set()
-        changed = True
-        while changed:  # least fixed point: a name through another name of the same scope
-            changed = False
-            for name, values in names.items():
-                if name in kept:
-                    continue
-                if _all_probability(name, values, kept, softmax_classes, resolves):
-                    kept.add(name)
-                    changed = True
-        if kept:
-            found[where] = frozenset(kept)
-    return _visible(found, bindings)
+    the dotted name ``node`` stand for the torch name ``qualified``? ``text``: the file's text,
+    for the cheap tests first (``may_hold``); ``aliases``: the names the file binds to torch's
+    softmax functions or module (``from torch.nn.functional import softmax as sm``)."""
+    if text is not None and not may_hold([tree], text, resolves, aliases):
+        return {}
+    collected = Collected(text, aliases)
+    collected.add(tree, resolves)
+    return collected.answer()
+
+
+def may_hold(trees: Iterable[ast.Module], text: str, resolves: Callable[[ast.AST, str], bool],
+             aliases: Sequence[str] = ()) -> bool:
+    """Can a name of the file hold a probability module at all? Only where some call may build an
+    ``nn.Softmax`` (the text spells ``Softmax``, or an alias of it) or a module-level class
+    returns a softmax from ``forward`` (every way to spell one in the class spells ``softmax``
+    or an alias). The classes of ``trees`` (a file's, or its chunks', read in turn) are read only
+    where their lines spell one of those."""
+    if "oftmax" not in text:  # every alias is bound by a line that spells it
+        return False
+    if "Softmax" in text:
+        return True
+    spelt, starts = _spelt(aliases), None
+    for tree in trees:
+        for node in _own_nodes(tree.body):  # module-level classes, in `if`/`try` blocks too
+            if type(node) is not ast.ClassDef:
+                continue
+            if starts is None:
+                starts = _line_starts(text)
+            if _spells(spelt, text, starts, node) and _returns_softmax(node, resolves):
+                return True
+    return False
+
+
+def _spelt(aliases: Sequence[str]) -> "re.Pattern[str]":
+    return re.compile("oftmax" + "".join(f"|\\b{re.escape(w)}\\b" for w in sorted(aliases)))
+
+
+def _spells(pattern: "re.Pattern[str]", text: str, starts: List[int], node: ast.AST) -> bool:
+    """Do the lines of ``node`` match ``pattern``?"""
+    first, last = node.lineno - 1, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    return pattern.search(text, starts[first], starts[last] if last < len(starts) else len(text)) is not None
+
+
+def _line_starts(text: str) -> List[int]:
+    from torchlint.source import line_starts
+
+    return line_starts(text)
+
+
+class Collected:
+    """Every scope's bindings, from one tree or from each chunk of a file in turn (the values
+    read as they are collected, so no tree is kept: ``_compact``), and the answer from them.
+    ``text``: the file's, where a class's lines must spell a softmax (``_spelt``) before its
+    ``forward`` is read."""
+
+    def __init__(self, text: Optional[str] = None, aliases: Sequence[str] = ()) -> None:
+        self.bindings: Dict[Where, Dict[str, List[object]]] = {}
+        #: module-level class name -> does its ``forward`` return a softmax
+        self.classes: Dict[str, bool] = {}
+        self.text, self.spelt = text, _spelt(aliases)
+        self._starts: Optional[List[int]] = None
+
+    def add(self, tree: ast.Module, resolves: Callable[[ast.AST, str], bool]) -> None:
+        _collect(tree.body, (), self, resolves)
+
+    def returns_softmax(self, cls: ast.ClassDef, resolves) -> bool:
+        text = self.text
+        if text is not None:
+            if self._starts is None:
+                self._starts = _line_starts(text)
+            if not _spells(self.spelt, text, self._starts, cls):
+                return False
+        return _returns_softmax(cls, resolves)
+
+    def answer(self) -> Dict[Where, FrozenSet[str]]:
+        bindings = self.bindings
+        module = bindings.get((), {})
+        softmax_classes = frozenset(name for name, returns in self.classes.items()  # bound only by its `class`
+                                    if returns and len(module.get(name, ())) == 1)
+        found: Dict[Where, FrozenSet[str]] = {}
+        for where, names in bindings.items():
+            kept: Set[str] = set()
+            changed = True
+            while changed:  # least fixed point: a name through another name of the same scope
+                changed = False
+                for name, values in names.items():
+                    if name in kept:
+                        continue
+                    if _all_probability(values, kept, softmax_classes):
+                        kept.add(name)
+                        changed = True
+            if kept:
+                found[where] = frozenset(kept)
+        return _visible(found, bindings)
+
+
+# What a binding's value is, read when it is collected (``_compact``): unknown (None), the same
+# module the name held (``model = model.to(device)``), a module known to return a softmax
+# (True) or known not to (False), another name's module (``("name", dotted)``) or an instance of
+# a module-level class of the file (``("class", name)``).
+_SAME = "same"
+
+
+def _compact(name: str, value: Optional[ast.expr], resolves) -> object:
+    if value is _UNKNOWN:
+        return _UNKNOWN
+    base = _strip_self_returning(value)
+    dotted = _dotted(base)
+    if dotted is not None:
+        return _SAME if dotted == name and base is not value else ("name", dotted)
+    if not isinstance(base, ast.Call):
+        return False
+    func = base.func
+    if resolves(func, SOFTMAX_MODULE):
+        return True
+    if resolves(func, SEQUENTIAL):
+        return _is_probability_module(base, set(), frozenset(), resolves, 0)
+    return ("class", func.id) if isinstance(func, ast.Name) else False
 
 
 def _visible(found: Dict[Where, FrozenSet[str]], bindings) -> Dict[Where, FrozenSet[str]]:
@@ -90,17 +190,17 @@ def _visible(found: Dict[Where, FrozenSet[str]], bindings) -> Dict[Where, Frozen
     return visible
 
 
-def _all_probability(name: str, values: List[Optional[ast.expr]], kept: Set[str], classes: FrozenSet[str],
-                     resolves) -> bool:
+def _all_probability(values: List[object], kept: Set[str], classes: FrozenSet[str]) -> bool:
     grounded = False
     for value in values:
-        if value is _UNKNOWN:
+        if value is _UNKNOWN or value is False:
             return False
-        base = _strip_self_returning(value)
-        if _dotted(base) == name and base is not value:
+        if value == _SAME:
             continue  # `model = model.to(device)`: keeps what the name held
-        if not _is_probability_module(value, kept, classes, resolves, 0):
-            return False
+        if value is not True:
+            kind, name = cast(Tuple[str, str], value)
+            if name not in (kept if kind == "name" else classes):
+                return False
         grounded = True
     return grounded
 
@@ -245,9 +345,10 @@ def _bind_attribute(target: ast.expr, me: str, value: Optional[ast.expr], found)
 
 # -- bindings per scope ------------------------------------------------------------------------
 
-def _collect(body: List[ast.stmt], where: Where, bindings, classes) -> None:
+def _collect(body: List[ast.stmt], where: Where, out: "Collected", resolves) -> None:
     """Every binding of every scope under ``body`` (the scope ``where``): names, and ``self.x``
-    for a class's methods (keyed by the class's scope)."""
+    for a class's methods (keyed by the class's scope), into ``out``."""
+    bindings = out.bindings
     names = bindings.setdefault(where, {})
     declared: Set[str] = set()
     for node in _own_nodes(body):
@@ -259,33 +360,35 @@ def _collect(body: List[ast.stmt], where: Where, bindings, classes) -> None:
             names.setdefault(node.name, []).append(_UNKNOWN)
             if isinstance(node, ast.ClassDef):
                 if not where:
-                    classes[node.name] = node
-                _collect(node.body, inner, bindings, classes)
+                    out.classes[node.name] = out.returns_softmax(node, resolves)
+                _collect(node.body, inner, out, resolves)
                 attributes = _self_attributes(node)
                 own = bindings.setdefault(inner, {})
                 for attr, values in attributes.items():
-                    own.setdefault(f"self.{attr}", []).extend(values)
+                    own.setdefault(f"self.{attr}", []).extend(_compact(f"self.{attr}", v, resolves) for v in values)
             else:
                 params = bindings.setdefault(inner, {})
                 for p in _parameters(node.args):
                     params.setdefault(p, []).append(_UNKNOWN)
-                _collect(node.body, inner, bindings, classes)
+                _collect(node.body, inner, out, resolves)
             continue
-        _bind_node(node, names, declared)
+        _bind_node(node, names, declared, resolves)
     for name in declared:  # bound here for another scope: unknown in both
         names.setdefault(name, []).append(_UNKNOWN)
         bindings.setdefault((), {}).setdefault(name, []).append(_UNKNOWN)
 
 
-def _bind_node(node: ast.AST, names: Dict[str, List[Optional[ast.expr]]], declared: Optional[Set[str]]) -> None:
+def _bind_node(node: ast.AST, names: Dict[str, List], declared: Optional[Set[str]], resolves=None) -> None:
+    """Record the bindings ``node`` makes in ``names``: the values as they are, or with
+    ``resolves``, as ``_compact`` reads them."""
     if isinstance(node, ast.Assign):
         for target in node.targets:
-            _bind_target(target, node.value, names)
+            _bind_target(target, node.value, names, resolves)
     elif isinstance(node, ast.AnnAssign):
         if node.value is not None:
-            _bind_target(node.target, node.value, names)
+            _bind_target(node.target, node.value, names, resolves)
     elif isinstance(node, ast.NamedExpr):
-        _bind_target(node.target, node.value, names)
+        _bind_target(node.target, node.value, names, resolves)
     elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor)):
         _bind_target(node.target, _UNKNOWN, names)
     elif isinstance(node, ast.withitem):
@@ -312,9 +415,9 @@ _MATCH_NAMED = tuple(getattr(ast, name) for name in ("MatchAs", "MatchStar") if 
 _MATCH_MAPPING = tuple(getattr(ast, name) for name in ("MatchMapping",) if hasattr(ast, name))
 
 
-def _bind_target(target: ast.expr, value: Optional[ast.expr], names) -> None:
+def _bind_target(target: ast.expr, value: Optional[ast.expr], names, resolves=None) -> None:
     if isinstance(target, ast.Name):
-        names.setdefault(target.id, []).append(value)
+        names.setdefault(target.id, []).append(value if resolves is None else _compact(target.id, value, resolves))
     elif isinstance(target, (ast.Tuple, ast.List)):
         for element in target.elts:
             _bind_target(element, _UNKNOWN, names)

@@ -97,10 +97,12 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         arg = get_arg(node, "input", 0)
-        if arg is None or arg.star or not node.args or not self._could_be_softmax(arg.value):
+        if arg is None or arg.star or not node.args:
             return
+        # the loss first (a resolved name, or a name the text binds to a loss module): the
+        # model's probability modules are asked only of a loss's input
         loss = self._loss(node)
-        if loss is None or not self._is_softmax(arg.value, set(), 0):
+        if loss is None or not self._could_be_softmax(arg.value) or not self._is_softmax(arg.value, set(), 0):
             return
         short = "nll_loss" if loss.endswith(("nll_loss", "NLLLoss")) else "cross_entropy"
         template = self._nll_message if short == "nll_loss" else self.message
@@ -283,11 +285,10 @@ class SoftmaxBeforeCrossEntropy(Rule):
     def _could_be_softmax(self, node: cst.BaseExpression) -> bool:
         """A cheap test before the semantic model: could this expression be a softmax output?"""
         _, assigned, layers = self._text_facts()
-        layers = layers or bool(self.ctx.model.probability_modules())
         if isinstance(node, cst.Name):
-            return node.value in assigned or layers
+            return node.value in assigned or layers or bool(self.ctx.model.probability_modules())
         if isinstance(node, cst.Attribute):
-            return layers or node.attr.value in assigned
+            return layers or node.attr.value in assigned or bool(self.ctx.model.probability_modules())
         if isinstance(node, cst.Call):
             func = node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "softmax":
