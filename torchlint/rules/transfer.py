@@ -41,6 +41,10 @@ COLLATE_FN = DATALOADER_PARAMS.index("collate_fn")
 # Methods of a batch container that hand its tensors through: `{k: v.cuda() for k, v in batch.items()}`.
 _CONTAINER_VIEWS = frozenset({"items", "values"})
 MOVE_CALL = re.compile(rf"\.{GAP}(?:to|cuda){GAP}\(")
+# `.to(...)`/`.cuda(...)` as TL203 reads them: `memory_format=` too (a layout the copy makes on the
+# device: `images.to(device=device, memory_format=torch.channels_last)`, Pytorch-UNet).
+_TO_PARAMS = (*TENSOR_TO_PARAMS, "memory_format")
+_CUDA_PARAMS = (*TENSOR_CUDA_PARAMS, "memory_format")
 
 
 class NonBlockingTransfer(Rule):
@@ -84,7 +88,7 @@ class NonBlockingTransfer(Rule):
         method = method_call(node)
         if method is None or method[1] not in ("to", "cuda"):
             return
-        bound = move_arguments(node, TENSOR_TO_PARAMS if method[1] == "to" else TENSOR_CUDA_PARAMS)
+        bound = move_arguments(node, _TO_PARAMS if method[1] == "to" else _CUDA_PARAMS)
         if bound is None:
             return
         if "non_blocking" in bound and literal_value(bound["non_blocking"]) is not False:
