@@ -111,6 +111,35 @@ _MASK_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "eq", "ne", "gt", "g
                               "logical_or", "logical_not"})
 
 
+def _keeps_dtype(move: cst.Call) -> bool:
+    """A move that changes no dtype: ``.cuda()``/``.cuda(0)``, ``.to(device)`` (one positional
+    argument, no ``dtype=``)."""
+    positional = [a for a in move.args if a.keyword is None]
+    return len(positional) <= 1 and not any(a.star or (a.keyword is not None and a.keyword.value == "dtype")
+                                            for a in move.args)
+
+
+# Tensor methods an element goes through before its copy (``boxes.squeeze(2).cpu()``).
+_ELEMENT_METHODS = frozenset({"squeeze", "unsqueeze", "view", "reshape", "flatten", "detach", "float", "long",
+                              "int", "half", "contiguous", "clone", "t"})
+
+
+def _zipped(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str):
+    """``for a, b in zip(x, y)``: (the Name ``name`` among the targets, the iterable it is drawn
+    from); (target, iterated) unchanged otherwise."""
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(iterated, cst.Call)
+            and isinstance(iterated.func, cst.Name) and iterated.func.value == "zip"):
+        return target, iterated
+    elements = list(target.elements)
+    args = list(iterated.args)
+    if len(elements) != len(args) or any(a.keyword is not None or a.star for a in args):
+        return target, iterated
+    for element, arg in zip(elements, args):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return element.value, arg.value
+    return target, iterated
+
+
 def _in_grad_off_block(ctx) -> bool:
     """Inside ``with torch.no_grad()``/``inference_mode()`` in a function that runs every training
     step: a block set apart for evaluation. A ``@torch.no_grad()`` decorator on the function itself
@@ -413,12 +442,30 @@ class HostSyncInLoop(Rule):
             name = self.ctx.resolve_call(mask) or ""
             mc = method_call(mask)
             predicate = name.rsplit(".", 1)[-1] if name.startswith("torch.") else (mc[1] if mc else "")
-            return predicate in _MASK_PREDICATES and self._on_device(mask)
+            if predicate in _MASK_PREDICATES or (predicate == "bool" and not mask.args):
+                return self._on_device(mask)  # `labels.bool()` of a device tensor
+            # `torch.eye(n, dtype=torch.bool).to(device)`: a boolean tensor moved (SimCLR, issue 29 class 3)
+            return (mc is not None and moves_to_accelerator(self.ctx, mask) and _keeps_dtype(mask)
+                    and self._boolean(mc[0]))
         if isinstance(mask, cst.Name):
             bindings = self.ctx.semantic.lookup(mask)
             return bool(bindings) and all(
                 b.kind == "assign" and b.value is not None and self._device_mask(b.value, seen) for b in bindings)
         return False
+
+    def _boolean(self, value: cst.BaseExpression) -> bool:
+        """A tensor whose dtype is known to be bool: a torch factory given ``dtype=torch.bool``
+        (``torch.eye(n, dtype=torch.bool)``), a comparison, ``.bool()``."""
+        if isinstance(value, cst.Comparison):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        mc = method_call(value)
+        if mc is not None and mc[1] == "bool" and not value.args:
+            return True
+        dtype = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "dtype"), None)
+        return (dtype is not None and self.ctx.resolve(dtype) == "torch.bool"
+                and (self.ctx.resolve_call(value) or "") in _HOST_FACTORIES)
 
     def _step_context(self, node: cst.CSTNode) -> Optional[str]:
         """Where ``node`` runs once per training step ("in a training loop", or in a function the
@@ -476,6 +523,8 @@ class HostSyncInLoop(Rule):
         if self._is_evaluation(loop):
             if mc[1] == "item":  # one sync per element, even in evaluation (issue 29 class 4)
                 self._per_element(node, mc[0], loop)
+            elif first == "cpu":  # `boxes.squeeze(2).cpu().numpy()`: one copy per element
+                self._per_element(node, _chain_origin(node), loop, "cpu")
             return
         if (self._already_on_host(node) or _in_one_off_branch(self.ctx.ancestors, loop)
                 or self._steps_host_parameters(loop)):
@@ -486,12 +535,22 @@ class HostSyncInLoop(Rule):
         self.report(node, self._template.format(method=first), fix)
 
     # -- per-element reads and formatting (issue 29 class 4) ------------------------------------
-    def _per_element(self, node: cst.Call, receiver: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+    def _per_element(self, node: cst.Call, receiver: cst.BaseExpression, loop: cst.CSTNode,
+                     method: str = "item") -> bool:
         """``t[i].item()`` in ``for i in range(len(t))`` (or ``v.item()`` in ``for v in t`` / a
         comprehension over ``t``) inside a loop over batches, ``t`` on the device: a sync per
-        element, in evaluation too, where one ``t.tolist()`` would do. True when reported."""
+        element, in evaluation too, where one ``t.tolist()`` would do. Also ``v.cpu()`` (through
+        tensor methods: ``boxes.squeeze(2).cpu()``) of an element of ``t``, or of ``zip(..., t)``
+        (pytorch-YOLOv4's evaluate: one copy per image where one ``t.cpu()`` would do). True when
+        reported."""
         element: Optional[cst.BaseExpression] = None
         index: Optional[str] = None
+        if method == "cpu":
+            while isinstance(receiver, cst.Call) and method_call(receiver) is not None and \
+                    method_call(receiver)[1] in _ELEMENT_METHODS:
+                receiver = method_call(receiver)[0]
+            if not isinstance(receiver, cst.Name):
+                return False
         if (isinstance(receiver, cst.Subscript) and len(receiver.slice) == 1
                 and isinstance(receiver.slice[0].slice, cst.Index) and isinstance(receiver.slice[0].slice.value, cst.Name)):
             element, index = receiver.value, receiver.slice[0].slice.value.value
@@ -507,6 +566,8 @@ class HostSyncInLoop(Rule):
                 target, iterated = ancestor.target, ancestor.iter
             elif isinstance(ancestor, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
                 target, iterated = ancestor.for_in.target, ancestor.for_in.iter
+            if method == "cpu" and element is None and iterated is not None:
+                target, iterated = _zipped(target, iterated, index)
             if not (isinstance(target, cst.Name) and target.value == index) or iterated is None:
                 continue
             if element is None:  # `for v in t: v.item()`
@@ -515,11 +576,17 @@ class HostSyncInLoop(Rule):
                 tensor = element
             else:
                 return False
-            if not (isinstance(tensor, (cst.Name, cst.Attribute)) and self._on_device(tensor)):
+            kinds = (cst.Name, cst.Attribute, cst.Subscript) if method == "cpu" else (cst.Name, cst.Attribute)
+            if not (isinstance(tensor, kinds) and self._on_device(tensor)):
                 return False
             if _in_one_off_branch(self.ctx.ancestors, loop) or self._already_on_host(node):
                 return False
             name = self.ctx.module.code_for_node(tensor)
+            if method == "cpu":
+                self.report(node, f"`.cpu()` per element syncs with the GPU once per element; copy `{name}` once",
+                            hint=(f"Each `.cpu()` waits for all queued GPU work; `{name}.cpu()` before the loop copies "
+                                  "the whole tensor in one sync."))
+                return True
             self.report(node, f"`.item()` per element syncs with the GPU once per element; read `{name}.tolist()` once",
                         hint=(f"Each `.item()` waits for all queued GPU work; `{name}.tolist()` copies the whole "
                               "tensor in one sync (or keep the values on the device and read them once)."))
