@@ -44,7 +44,7 @@ Mover = Tuple[Scope, str, int]
 
 # A `return` line that spells a move: the cheap test before the tree is looked at (led by the
 # literal: a leading look-behind would make the search try every character).
-_RETURN_MOVE = re.compile(rf"return(?!\w)[^\n]*?\.{GAP}(?:to|cuda){GAP}\(")
+_RETURN_MOVE = re.compile(rf"return(?!\w)[^\r\n]*?\.{GAP}(?:to|cuda){GAP}\(")  # a lone CR ends a line too
 # `.cuda(self.x` / `.to(self.x`: the attributes the device question is asked about.
 _DEVICE_ARGUMENT = re.compile(rf"\.{GAP}(?:cuda|to){GAP}\({GAP}self{GAP}\.{GAP}([A-Za-z_]\w*)")
 _DEVICE_WORDS = frozenset({"cuda", "gpu"})

@@ -273,3 +273,11 @@ def test_moved_to_a_device_tensor(body, expected):
     found = lint(body)
     assert [d.location.row for d in found] == expected
     assert all(d.fix is None and "pass `device=" in d.message for d in found)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_movers_whatever_ends_the_lines(newline):
+    """A lone CR ends a line as CPython reads it: every mover's ``return`` line is read."""
+    body = "def a(t):\n    return t\n\ndef b(t):\n    return t.cuda()\n\ndef c(t):\n    return t.to(DEVICE)\n"
+    found = FileModel.of_text((HEADER + body).replace("\n", newline)).movers()
+    assert set(found) == {((), "b", 0), ((), "c", 0)}
