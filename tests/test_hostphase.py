@@ -109,3 +109,23 @@ def test_notebook_cpu_loop_then_gpu_loop():
     )
     found_cells = sorted({(d.cell, d.location.row) for d in lint_notebook(raw, "nb.ipynb", TL201) if d.code == "TL201"})
     assert found_cells == [(5, 8)]
+
+
+def test_the_editor_digest_follows_the_fact():
+    """A finding in an unchanged function depends on the statements around it: the whole-file
+    digest an editor keys kept findings on changes with the answer."""
+    from torchlint.model import FileModel
+
+    early = "import torch\n" + LOOP.format(name="fit") + "fit(m, o, l)\nm = m.cuda()\n"
+    late = "import torch\n" + LOOP.format(name="fit") + "m = m.cuda()\nfit(m, o, l)\n"
+    assert FileModel(ast.parse(early), early).host_phase_functions() == {("fit", 0)}
+    assert FileModel(ast.parse(late), late).host_phase_functions() == frozenset()
+    assert FileModel(ast.parse(early), early).digest() != FileModel(ast.parse(late), late).digest()
+
+
+def test_a_module_has_none():
+    """A module's functions may be called from another file at any time."""
+    from torchlint.model import FileModel
+
+    text = "import torch\n" + LOOP.format(name="fit")
+    assert FileModel(ast.parse(text), text).host_phase_functions() == frozenset()

@@ -167,7 +167,8 @@ class FileModel:
                                                  "layer_list_functions", "literal_flags", "pinned_parameters",
                                                  "loader_classes", "loader_choices", "batches", "accelerator_modules",
                                                  "accelerator_evidence", "grad_free_functions", "training_evidence",
-                                                 "periodic_names", "gpu_trainer", "movers", "device_attributes")) -> str:
+                                                 "periodic_names", "gpu_trainer", "movers", "device_attributes",
+                                                 "host_phase_functions")) -> str:
         """A digest of the answers to ``questions`` (asked now if they were not): what an editor
         keys kept findings on, with the texts they were found in."""
         parts = []
