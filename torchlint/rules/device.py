@@ -220,6 +220,7 @@ _STEMS = tuple(re.compile(rf"{stem}\w*") for stem in (
 _CALLED_OR_ALIASED = re.compile(rf"{GAP}(?:(\()|as(?!\w)|)")
 _TORCH_RANGE = re.compile(rf"\.{GAP}range{GAP}\(")
 _NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
+_DEF = re.compile(rf"def{GAP}([A-Za-z_]\w*){GAP}\(")  # led by its literal: one pass over the text
 _CONSTRUCTOR_LINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a file's index -> (lines, aliases)
 
 
@@ -484,11 +485,12 @@ class TensorMovedAfterCreation(Rule):
         else:
             return False
         defined = getattr(self, "_defined", None)
-        if defined is None:
-            defined = self._defined = {}
-        if name not in defined:  # `def name(` in the text: a function of the file (not a builtin, not imported)
-            defined[name] = re.search(rf"(?<!\w)def{GAP}{re.escape(name)}{GAP}\(", self.ctx.text) is not None
-        if not defined[name]:
+        if defined is None:  # `def name(` in the text: the functions of the file (not builtins, not imported)
+            text = self.ctx.text
+            defined = self._defined = frozenset(
+                m.group(1) for m in _DEF.finditer(text) if m.start() == 0 or not (text[m.start() - 1].isalnum()
+                                                                                  or text[m.start() - 1] == "_"))
+        if name not in defined:
             return False
         for arg in node.args:
             value = arg.value
