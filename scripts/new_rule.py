@@ -11,9 +11,10 @@
 - then the fixture's snapshot (``pytest tests/test_fixtures.py --update-snapshots -k <CODE>``).
 
 The rule starts as ``preview = True`` and flags calls resolving to ``--call`` (default
-``torch.<name with underscores>``), with the ast question (``ast_candidate``) asking for such a
-call, and libcst imported lazily (``from torchlint import _cst as cst``): replace the logic, the
-question, the fixture tour and the page's prose.
+``torch.<name with underscores>``), declared as the call it subscribes to (``calls``: the engine
+derives its text prefilter and its ast question from it), and libcst imported lazily (``from
+torchlint import _cst as cst``): replace the logic, the calls, the fixture tour and the page's
+prose.
 Nothing is overwritten: an existing code, name, fixture or page is an error.
 """
 
@@ -38,11 +39,10 @@ class {cls}(Rule):
     summary = "`{call}()` is called. TODO: one line, what the rule flags."
     message = "TODO: a short message (under 100 characters) saying what to do instead."
     hint = "TODO: why it matters, a sentence or two (the full format and `torchlint rule` show it)."
-    requires = (("{last}",),)
-    # The ast question (torchlint/astindex.py): a real call of it, not the word in a comment or a
-    # docstring. Without one every file holding the word goes to libcst. Keep it sound: False
-    # only where the rule cannot fire (asked of one definition and the module's other statements).
-    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls({{"{call}"}})))
+    # Where it can fire: the calls it subscribes to. The engine derives the text prefilter (the
+    # names' last parts) and the ast question (a real call, not the word in a comment or a
+    # docstring) from them (rules/base.py).
+    calls = frozenset({{"{call}"}})
     preview = True
     tags = ("performance",)
 

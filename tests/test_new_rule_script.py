@@ -84,7 +84,10 @@ def test_scaffold_in_an_existing_and_a_new_family(tmp_path):
     for family in ("hooks", "bare", "training"):
         module = (tmp_path / "torchlint" / "rules" / f"{family}.py").read_text()
         assert "import libcst" not in module and "\nfrom torchlint import _cst as cst\n" in module, family
-        assert "ast_candidate = staticmethod(" in module, family
+        # where it can fire is declared (the calls it subscribes to), not hand-written
+        assert "    calls = frozenset({" in module, family
+        if family != "training":  # the new rule is the module's only one
+            assert "ast_candidate" not in module and "requires" not in module, family
     check = subprocess.run([sys.executable, "-c", CHECK], **env_run)
     assert check.returncode == 0 and check.stdout.strip() == "ok", check.stderr
     lazy = subprocess.run([sys.executable, "-c", LAZY], **env_run)

@@ -534,3 +534,36 @@ def test_no_rule_writes_its_own_text_prefilter():
         assert not hasattr(rule, "may_fire_before_ast"), rule.code
         text = "import torch\nx = torch.zeros(3)\ny = x.to(device)\n"
         assert rule.may_fire(text) == all_present(rule.requires, text), rule.code
+
+
+def test_a_rule_declares_the_calls_it_subscribes_to_and_the_engine_derives_its_prefilters():
+    """Issue 28: where a rule can fire is declared (``calls``), not hand-written: its text
+    tokens and its ast question are derived, and a rule declaring ``calls`` cannot write them
+    too. TL404, TL906 and TL204 ask exactly for such calls."""
+    import ast
+    import inspect
+
+    from torchlint.astindex import AstIndex
+    from torchlint.rules import rules_by_code
+    from torchlint.rules.base import Rule
+
+    by_code = rules_by_code()
+    for code in ("TL404", "TL906", "TL204"):
+        rule = by_code[code]
+        source = inspect.getsource(rule)
+        assert rule.calls and "requires =" not in source and "ast_candidate =" not in source, code
+        assert rule.requires == (tuple(sorted({name.rsplit(".", 1)[-1] for name in rule.calls})),), code
+
+    class Subscriber(Rule):
+        code, name = "TL999", "subscriber"
+        calls = frozenset({"torch.cuda.synchronize"})
+
+    assert Subscriber.requires == (("synchronize",),)
+    for source, called in [("import torch\ntorch.cuda.synchronize()\n", True),
+                           ("from torch.cuda import synchronize as s\ns()\n", True),
+                           ("import torch\n# torch.cuda.synchronize()\nx = 'synchronize()'\n", False),
+                           ("import os\nos.synchronize()\n", False)]:
+        assert Subscriber.ast_candidate(AstIndex(ast.parse(source), source)) is called, source
+        assert Subscriber.may_fire(source) or not called  # the tokens never drop what the question keeps
+    with pytest.raises(TypeError):
+        type("Both", (Rule,), {"code": "TL998", "calls": frozenset({"torch.x"}), "requires": (("x",),)})

@@ -44,8 +44,7 @@ class LegacyAmpApi(Rule):
     summary = "`torch.cuda.amp.autocast`/`GradScaler` (or `torch.cpu.amp.*`): deprecated device-specific AMP API."
     message = "`{old}` is deprecated since torch 2.4; use `{new}`."
     hint = "The device-specific `torch.cuda.amp`/`torch.cpu.amp` names warn on use; `torch.amp` takes the device type."
-    requires = (("amp",), ("autocast", "GradScaler"))
-    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(LEGACY_AMP)))
+    calls = frozenset(LEGACY_AMP)
     fix_applicability = SAFE
     min_torch_version = (2, 4)
     tags = ("deprecation", "mixed-precision")

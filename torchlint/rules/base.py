@@ -7,7 +7,7 @@ prefilter) and its fix safety all sit at the top, and its ``visit_<Node>`` /
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Optional, Pattern, Tuple, Union, final
+from typing import TYPE_CHECKING, Callable, ClassVar, Dict, FrozenSet, Optional, Pattern, Tuple, Union, final
 
 from torchlint import _cst as cst
 # What Python allows between the tokens of `x . to (`, comments read for at most
@@ -34,6 +34,13 @@ class Rule:
     #: a substring, or a compiled regex searched for where no substring is selective enough
     #: (`.to(` may be spelt `. to (`; "to" alone is in almost every file), or a predicate.
     requires: ClassVar[Tuple[Tuple[Union[str, Pattern[str]], ...], ...]] = ()
+    #: Where the rule can fire, declared instead of written: the qualified names of the calls it
+    #: subscribes to (``torch.cuda.synchronize``; a call that may resolve to one of them). The
+    #: engine derives the rule's text prefilter (``requires``: the names' last parts; a call
+    #: resolving to one spells its last part in the file, at the call or in the import or
+    #: assignment binding the name called) and its ast question (``ast_candidate``: such a call,
+    #: ``AstIndex.qualified_calls``). A rule that declares ``calls`` declares neither.
+    calls: ClassVar[FrozenSet[str]] = frozenset()
     #: "safe", "unsafe" or None when the rule offers no fix (each fix also carries its own).
     fix_applicability: ClassVar[Optional[str]] = None
     #: Metadata the engine applies, so that rules never check these by hand:
@@ -90,6 +97,17 @@ class Rule:
     #: at every lint, as ``walk_candidate`` says.
     reads_by_name: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        calls = cls.__dict__.get("calls")
+        if not calls:
+            return
+        if "requires" in cls.__dict__ or "ast_candidate" in cls.__dict__:
+            raise TypeError(f"{cls.__name__} declares `calls`: its `requires` and `ast_candidate` are derived from them")
+        cls.calls = names = frozenset(calls)
+        cls.requires = derived_requires(names)
+        cls.ast_candidate = staticmethod(calls_question(names))
+
     def __init__(self, ctx: "FileContext") -> None:
         self.ctx = ctx
 
@@ -135,6 +153,23 @@ class Rule:
         if cls.project_requires is None:
             return cls.may_fire(text)
         return all_present(cls.project_requires, text)
+
+
+def derived_requires(calls: FrozenSet[str]) -> Tuple[Tuple[str, ...], ...]:
+    """The text prefilter of a rule that declares ``calls``: one group, the last part of each
+    name. Sound: ``AstIndex.qualified_calls`` looks only at names and attributes spelling a
+    last part, or at local names bound to a qualified name by an import or an assignment,
+    whose statement spells it."""
+    return (tuple(sorted({name.rsplit(".", 1)[-1] for name in calls})),)
+
+
+def calls_question(calls: FrozenSet[str]) -> Callable[["AstIndex"], bool]:
+    """The ast question of a rule that declares ``calls``: a call that may resolve to one."""
+    def question(index: "AstIndex") -> bool:
+        return bool(index.qualified_calls(calls))
+
+    question.__name__ = f"calls_question({sorted(calls)!r})"
+    return question
 
 
 def gated(pattern: Pattern[str], *words: str) -> Callable[[str], bool]:

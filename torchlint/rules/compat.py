@@ -625,8 +625,7 @@ class AutogradVariable(Rule):
     summary = "`torch.autograd.Variable(x)`: a legacy wrapper since torch 0.4."
     message = "`Variable` is a legacy wrapper; use the tensor itself"
     hint = "Since torch 0.4 `Variable(x)` is `x.detach()`; drop `.detach()` too where `x` never requires grad."
-    requires = (("Variable",), ("autograd",))
-    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(VARIABLE)))
+    calls = VARIABLE
     fix_applicability = SAFE
     tags = ("deprecation",)
 

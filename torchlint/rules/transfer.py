@@ -277,8 +277,7 @@ class CudaSynchronizeInLoop(Rule):
         "It makes the CPU wait until the GPU has finished all queued work, so the next step cannot be "
         "queued ahead; keep it only where a timer is read right after it."
     )
-    requires = (("synchronize",),)
-    ast_candidate = staticmethod(lambda index: bool(index.qualified_calls(SYNCHRONIZE)))
+    calls = SYNCHRONIZE
     preview = True  # too few findings on real code yet to show its precision
     tags = ("performance",)
     uses_project = True
