@@ -106,7 +106,7 @@ class FileFacts:
         """These facts less the cross-file fields no rule in ``codes`` reads (``READERS``): such
         a field cannot change a finding, but its digest would send the file to phase 3, linted
         a second time for nothing (17 files of transformers, by TL902's classes alone, when
-        TL902 is off). The findings are the same either way (tests/test_project.py)."""
+        TL902 is off). The findings are the same either way (tests/test_facts_readers.py)."""
         dropped = {name: {} for name, readers in READERS.items() if getattr(self, name) and not readers & codes}
         return replace(self, **dropped) if dropped else self
 
@@ -183,7 +183,7 @@ EMPTY_FACTS = FileFacts()
 
 #: the cross-file fields of ``FileFacts`` that only some rules read -> those rules' codes
 #: (``FileFacts.for_rules``). A rule that starts reading one of them must be named here:
-#: tests/test_project.py finds every read of these fields in the package and checks it.
+#: tests/test_facts_readers.py finds every read of these fields in the package and checks it.
 READERS: Mapping[str, FrozenSet[str]] = {
     "mode_free": frozenset({"TL902"}),  # FileModel.is_mode_free_class
     "eval_helpers": frozenset({"TL402"}),  # FileModel.evaluation_helper
