@@ -516,8 +516,45 @@ class DataLoaderPersistentWorkers(_LoaderRule):
             return False  # the default: no workers
         values = [value]
         if isinstance(value, cst.Name):  # `num_workers = 0` ... `num_workers=num_workers`
-            values = self.ctx.semantic.values_of(value) or values
+            values = self.ctx.semantic.values_of(value) or self._given_to_parameter(value) or values
         return any(_may_be_positive(literal_value(v)) for v in values)
+
+    def _given_to_parameter(self, name: cst.Name) -> Optional[List[cst.BaseExpression]]:
+        """What the calls of the file give a parameter of a module-level function (its default
+        where a call leaves it out): ``def create_dataloader(txt, num_workers=0)`` called only
+        as ``create_dataloader(data, num_workers=0)`` starts no workers. None when unknown: no
+        call seen, a star argument, the function's name used otherwise than called."""
+        semantic = self.ctx.semantic
+        bindings = semantic.lookup(name)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != PARAM:
+            return None
+        function = bindings[0].scope.node
+        if not isinstance(function, cst.FunctionDef) or not any(s is function for s in self.ctx.module.body):
+            return None
+        params = [*function.params.posonly_params, *function.params.params]
+        param = next((p for p in params if p.name.value == name.value), None)
+        if param is None:
+            return None
+        index = params.index(param)
+        found: List[cst.BaseExpression] = []
+        uses = 0
+        for node in walk(self.ctx.module):
+            if isinstance(node, cst.Name) and node.value == function.name.value and node is not function.name:
+                uses += 1
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+                    and node.func.value == function.name.value and semantic.module_function(node.func) is function):
+                continue
+            if has_star_args(node):
+                return None
+            given = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == name.value), None)
+            if given is None:
+                positional = [a for a in node.args if a.keyword is None]
+                given = positional[index].value if index < len(positional) else (
+                    param.default if param.default is not None else None)
+            if given is None:
+                return None
+            found.append(given)
+        return found if found and len(found) == uses else None
 
     def _not_persistent(self, node: cst.Call) -> bool:
         value = self._argument(node, "persistent_workers", PERSISTENT_WORKERS)

@@ -74,9 +74,6 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
     code = "TL407"
     statement_local = False  # reads models and functions of the same file
-    # Precise on issue 29's real code (5 findings, all right), but its model fact (which module a
-    # name holds, outputs.py) costs ~33 s CPU on transformers 4.46.3: in preview until it is cheap.
-    preview = True
     name = "softmax-before-cross-entropy"
     summary = "`CrossEntropyLoss`/`cross_entropy` (or `NLLLoss`) applied to the output of `softmax`."
     message = "`{loss}` is given the output of `softmax`; pass the raw logits"
