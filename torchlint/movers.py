@@ -29,15 +29,23 @@ from __future__ import annotations
 import ast
 import re
 import weakref
-from typing import TYPE_CHECKING, Any, Collection, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Collection, FrozenSet, List, Optional, Protocol, Sequence, Set, Tuple
 
 from torchlint.astindex import GAP
-from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES
+from torchlint.torch_api import ACCELERATOR_DEVICE_TYPES, HOST_CHAIN_METHODS
 from torchlint.words import DEVICE_NAME_WORDS
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
-    from torchlint.model import FileModel
+
+
+class _Model(Protocol):
+    """What these facts read of ``model.FileModel`` (a Protocol: the model imports this module)."""
+
+    text: str
+
+    @property
+    def index(self) -> "AstIndex": ...
 
 Scope = Tuple[Tuple[str, str], ...]
 Mover = Tuple[Scope, str, int]
@@ -172,12 +180,12 @@ def returns_a_move(text: str) -> bool:
     return False
 
 
-def file_movers(model: "FileModel") -> FrozenSet[Mover]:
+def file_movers(model: _Model) -> FrozenSet[Mover]:
     """``FileModel.movers``: the text's cheap test before the model's tree is built."""
     return movers_of(model.index) if returns_a_move(model.text) else frozenset()
 
 
-def file_device_attributes(model: "FileModel") -> FrozenSet[Tuple[Scope, str, bool]]:
+def file_device_attributes(model: _Model) -> FrozenSet[Tuple[Scope, str, bool]]:
     """``FileModel.device_attributes``: the text's cheap test before the model's tree is built."""
     return device_attributes_of(model.index) if _DEVICE_ARGUMENT.search(model.text) is not None else frozenset()
 
@@ -193,7 +201,6 @@ def movers_of(index: "AstIndex") -> FrozenSet[Mover]:
 def _movers(index: "AstIndex") -> FrozenSet[Mover]:
     if not returns_a_move(index.text):
         return frozenset()
-    from torchlint.rules.device import HOST_CHAIN_METHODS
 
     found: Set[Mover] = set()
     for line in index.lines_matching(_RETURN_MOVE):

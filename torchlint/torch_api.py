@@ -74,6 +74,16 @@ TENSOR_CUDA_PARAMS = ("device", "non_blocking")
 # Device types that are not the host (the part of "cuda:1" before the colon).
 ACCELERATOR_DEVICE_TYPES = frozenset({"cuda", "mps", "xpu", "hpu", "npu", "mtia", "xla", "privateuseone"})
 
+# Tensor methods that keep a freshly built host tensor on the host: in-place fills, dtype casts,
+# shape changes. `torch.ones(1).fill_(v).float().to(device)` still builds and fills on the CPU.
+# (`type_as(x)` may itself move to x's device: still a host tensor copied over.)
+HOST_CHAIN_METHODS = frozenset({
+    "zero_", "fill_", "normal_", "uniform_", "random_", "exponential_", "fill_diagonal_",
+    "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char", "type_as",
+    "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "t", "transpose", "permute",
+    "contiguous", "flatten", "expand_as", "view_as", "reshape_as",
+})
+
 # Parameter order of torch.nn.Conv1d/2d/3d.__init__ (checked against torch in the tests).
 CONV_PARAMS = (
     "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias",

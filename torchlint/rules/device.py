@@ -36,6 +36,7 @@ from torchlint.syntax import (
 from torchlint.torch_api import (
     DEVICE_FACTORIES,
     DTYPE_EXACT_FACTORIES,
+    HOST_CHAIN_METHODS,
     RANDOM_FACTORIES,
     TENSOR_CUDA_PARAMS,
     TENSOR_TO_PARAMS,
@@ -117,15 +118,6 @@ def _may_build_on_host(text: str, start: int) -> bool:
         i += 1
     return True
 
-# Tensor methods that keep a freshly built host tensor on the host: in-place fills, dtype casts,
-# shape changes. `torch.ones(1).fill_(v).float().to(device)` still builds and fills on the CPU.
-# (`type_as(x)` may itself move to x's device: still a host tensor copied over.)
-HOST_CHAIN_METHODS = frozenset({
-    "zero_", "fill_", "normal_", "uniform_", "random_", "exponential_", "fill_diagonal_",
-    "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char", "type_as",
-    "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "t", "transpose", "permute",
-    "contiguous", "flatten", "expand_as", "view_as", "reshape_as",
-})
 # torch.FloatTensor(n, m) and friends: a legacy constructor; given sizes it builds on the CPU
 # (``torch.Tensor(n, m)``, the default dtype, too: issue 29 class 4).
 LEGACY_TENSOR_TYPES = frozenset({
