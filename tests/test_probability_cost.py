@@ -106,3 +106,42 @@ def test_a_file_in_chunks_has_the_whole_files_answer_without_its_whole_tree(monk
     assert chunked._chunked
     assert chunked.probability_modules() == whole
     assert sizes and max(sizes) < len(text) / 4
+
+
+def test_a_loss_is_resolved_only_where_its_callee_may_name_one(monkeypatch):
+    """Only calls whose callee's last name a loss can be reached by are resolved (a loss's name, a
+    name on a line that spells one, an `a = b` alias of those); the aliases stay flagged."""
+    from torchlint.config import Settings
+    from torchlint.context import FileContext
+    from torchlint.engine import lint_source
+
+    resolved = []
+    real = FileContext.resolve_call
+    monkeypatch.setattr(FileContext, "resolve_call", lambda self, node: resolved.append(node) or real(self, node))
+    text = textwrap.dedent("""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from torch.nn.functional import cross_entropy as ce
+
+        loss_fn = ce
+        criterion = nn.CrossEntropyLoss()
+
+
+        def step(model, x, y):
+            print(len(x), max(y))
+            a = ce(F.softmax(model(x), 1), y)
+            b = loss_fn(F.softmax(model(x), 1), y)
+            c = nn.NLLLoss()(F.softmax(model(x), 1), y)
+            d = criterion(x.softmax(1), y)
+            return a + b + c + d
+    """)
+    settings = Settings(select=("TL407",))
+    rows = sorted(d.location.row for d in lint_source(text, "train.py", settings))
+    assert rows == [11, 12, 13, 14]
+    def callee(node):
+        func = node.func
+        return func.value if hasattr(func, "value") and isinstance(func.value, str) else (
+            func.attr.value if hasattr(func, "attr") else "<call>")
+    names = {callee(node) for node in resolved}
+    assert {"ce", "loss_fn", "NLLLoss", "<call>", "criterion"} <= names  # the losses, resolved
+    assert not names & {"print", "len", "max"}  # no line spells a loss with them: never resolved
