@@ -720,6 +720,15 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 _DRAWN = re.compile(r"\bin\s+((?:[\w.]+\s*\(\s*)*)([A-Za-z_]\w*)")
 
 
+def _names_loader(name: str) -> bool:
+    """A parameter named for a loader (``data_loader``, ``train_dataloader``, ``dl``,
+    ``val_dl``; not ``loaders``): only those are recorded, so that a file calling a helper over
+    texts or tokens gets no fact (facts make a file linted whole again: transformers'
+    tokenizers)."""
+    low = name.lower()
+    return ("loader" in low and not low.endswith("loaders")) or low == "dl" or low.endswith("_dl")
+
+
 def _drawn_name(header: str) -> Optional[str]:
     """The name a ``for`` header's iterable draws from as ``_iterated_parameter`` reads it (the
     first argument through calls), from the text of its line; None for ``range(n)``."""
@@ -734,7 +743,7 @@ _MOVE_TEXT = re.compile(r"\.\s*(?:cuda|to)\s*\(")  # `x.cuda(`, `x.to(`: a loop 
 def loader_parameters(tree: ast.Module, text: Optional[str] = None) -> Dict[str, list]:
     """For the project index (``summary["loader_params"]``, ``ProjectIndex.loader_helpers``): the
     module-level functions and the methods of module-level classes that iterate a positional
-    parameter with ``for`` (directly, or through a call handed it: ``enumerate(p)``,
+    parameter named for a loader (``_names_loader``) with ``for`` (directly, or through a call handed it: ``enumerate(p)``,
     ``tqdm(p)``, ``logger.log_every(p, 10)``) and never bind it again: qualname -> [positional
     parameters (``self`` left out), positions iterated, positions whose items a loop moves to
     a device (``x.cuda()``, ``x.to(device)``, on a value derived from the loop's variables),
@@ -768,7 +777,7 @@ def loader_parameters(tree: ast.Module, text: Optional[str] = None) -> Dict[str,
                 continue  # `for` in a comprehension, a docstring, a comment: not a `for` statement
             end = text.find("\n", pos)
             name = _drawn_name(text[match.end():end if end >= 0 else len(text)])
-            if name is not None:
+            if name is not None and _names_loader(name):
                 line += text.count("\n", counted, pos)
                 counted = pos
                 drawn.append((line, name))
@@ -801,7 +810,7 @@ def loader_parameters(tree: ast.Module, text: Optional[str] = None) -> Dict[str,
         found_loops: List[Tuple[int, ast.AST, int]] = []
         for loop, depth in loops:
             param = _iterated_parameter(loop.iter, params)  # type: ignore[attr-defined]
-            if param is not None:
+            if param is not None and _names_loader(param):
                 found_loops.append((params.index(param), loop, depth))
         if not found_loops:
             continue
