@@ -108,7 +108,7 @@ def test_ast_line_starts_count_lines_as_cpython():
 
 @pytest.mark.parametrize("style", ["cr", "crlf"])
 def test_fix_keeps_lone_cr_endings(tmp_path, style):
-    text = (FIXTURES / "TL101.py").read_text(encoding="utf-8")
+    text = (FIXTURES / "TL102.py").read_text(encoding="utf-8")  # safe fixes of default rules
     path = tmp_path / "t.py"
     path.write_bytes(_endings(text, style).encode())
     proc = cli("--isolated", "--no-cache", "--fix", "--unsafe-fixes", "t.py", cwd=tmp_path)

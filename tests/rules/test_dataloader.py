@@ -246,7 +246,7 @@ def _tl102_notebook(*sources):
 
 def test_tl102_loader_handed_to_a_function_of_another_cell():
     setup = ("import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\n"
-             "train_loader = DataLoader(ds, batch_size=32)\nvalid_loader = DataLoader(ds, batch_size=32)\n")
+             "train_loader = DataLoader(ds, batch_size=32, num_workers=2)\nvalid_loader = DataLoader(ds, batch_size=32, num_workers=2)\n")
     train = ("def train(model, train_dataloader, epochs):\n"
              "    for epoch in range(epochs):\n"
              "        for xb, yb in train_dataloader:\n"
@@ -260,7 +260,7 @@ def test_tl102_batches_moved_through_a_helper_of_another_cell():
     setup = ("import torch\nfrom torch.utils.data import DataLoader\ndevice = 'cuda'\n"
              "def send_to_device(batch):\n    for k in batch:\n        batch[k] = batch[k].to(device)\n"
              "    return batch\n")
-    loop = ("train = DataLoader(ds, batch_size=8)\n"
+    loop = ("train = DataLoader(ds, batch_size=8, num_workers=2)\n"
             "for batch in train:\n    batch = send_to_device(batch)\n    model(**batch).loss.backward()\n")
     assert _tl102_notebook(setup, loop) == [("TL102", 2, 1)]
 

@@ -408,6 +408,9 @@ class DataLoaderPinMemory(Rule):
         super().__init__(ctx)
         self.loaders: List[Tuple[cst.Call, List[cst.CSTNode]]] = []  # unpinned loaders, where they are
         self.moved: Set[int] = set()  # ids of loader calls whose batches some loop moves
+        # ids of loader calls whose batches some move copies with non_blocking=True (or Lightning,
+        # which moves with non_blocking=True): pinning pays off even without workers
+        self.overlapped: Set[int] = set()
         # id(function) -> (function, its parameters a loop of it iterates and moves the items of)
         self.moving_params: Dict[int, Tuple[cst.FunctionDef, Set[str]]] = {}
         self.fits: List[cst.Call] = []  # `<receiver>.fit(...)` calls: a Lightning Trainer's?
@@ -436,8 +439,11 @@ class DataLoaderPinMemory(Rule):
         if not _body_moves_items(node, self.ctx):
             return
         semantic = self.ctx.semantic
+        overlapped = _body_moves_async(node, self.ctx)
         for call in loader_calls_through(self.ctx, node.iter, self._factory_loaders):
             self.moved.add(id(call))
+            if overlapped:
+                self.overlapped.add(id(call))
         function = enclosing_function(self.ctx)
         if function is None:
             return
@@ -456,7 +462,8 @@ class DataLoaderPinMemory(Rule):
         for call, ancestors in self.loaders:
             self.ctx.ancestors = ancestors  # report as if at the call: noqa on its statement
             try:
-                if id(call) in self.moved or self._returned_to_a_mover(call):
+                if (id(call) in self.moved or self._returned_to_a_mover(call)) and (
+                        id(call) in self.overlapped or self._starts_workers(call)):
                     self.report(call, fix=self._fix(call))
             finally:
                 self.ctx.ancestors = walking
@@ -511,7 +518,9 @@ class DataLoaderPinMemory(Rule):
                     break
                 keyword = arg.keyword.value if arg.keyword is not None else None
                 if keyword in FIT_LOADERS or (keyword is None and index in (1, 2)):
-                    self.moved.update(id(c) for c in semantic.loader_calls(arg.value, self._factory_loaders))
+                    loaders = [id(c) for c in semantic.loader_calls(arg.value, self._factory_loaders)]
+                    self.moved.update(loaders)
+                    self.overlapped.update(loaders)  # Lightning copies batches with non_blocking=True
 
     def _factory_loaders(self, call: cst.Call) -> List[cst.Call]:
         """The loaders a function of this file returns, for ``loader = build_loader(...)``."""
@@ -523,6 +532,15 @@ class DataLoaderPinMemory(Rule):
             return semantic.loader_calls(call, self._factory_loaders)
         function = semantic.module_function(call.func)
         return _returned_loaders(function, self.ctx) if function is not None else []
+
+    def _starts_workers(self, call: cst.Call) -> bool:
+        """Does the loader (maybe) start worker processes? Without them (``num_workers`` left out
+        or 0) torch's single-process iterator pins each batch inline, in the main thread, before
+        returning it: a page-locked copy on the step's path that a blocking ``.to(device)`` from
+        pageable memory makes anyway (the driver stages it). Only the workers' pin-memory thread
+        takes that copy off the step, and only a ``non_blocking=True`` copy gains by itself."""
+        arg = get_arg(call, "num_workers", _position(call, self.ctx, NUM_WORKERS))
+        return arg is not None and literal_value(arg.value) != 0
 
     def _returned_to_a_mover(self, call: cst.Call) -> bool:
         """Is ``call`` (being reported) returned by a function whose callers, per the project
@@ -754,6 +772,20 @@ def _body_moves_items(loop: cst.For, ctx) -> bool:
         return False
 
     return memo(ctx, "body_moves_items", loop, compute)
+
+
+def _body_moves_async(loop: cst.For, ctx) -> bool:
+    """Does the loop body copy a value derived from the loop variables to an accelerator with
+    ``non_blocking=True`` (a copy that overlaps GPU work only from pinned memory)?"""
+    def compute():
+        for n in walk(loop.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if (isinstance(n, cst.Call) and moves_to_accelerator(ctx, n)
+                    and literal_value(getattr(get_arg(n, "non_blocking"), "value", None)) is True
+                    and ctx.semantic.derives_from(n.func.value, loop)):
+                return True
+        return False
+
+    return memo(ctx, "body_moves_async", loop, compute)
 
 
 def _moves_argument(call: cst.Call, loop: cst.For, ctx) -> bool:
