@@ -22,23 +22,37 @@ from __future__ import annotations
 import ast
 import copy
 import re
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Protocol, Set, Tuple
 
 from torchlint.torch_api import DATALOADER, canonical_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.astindex import AstIndex
-    from torchlint.model import FileModel
 
 Scope = Tuple[Tuple[str, str], ...]
+_EMPTY = ast.Module(body=[], type_ignores=[])
+
+
+class _Model(Protocol):
+    """What these facts read of ``model.FileModel`` (a Protocol: the model imports this module)."""
+
+    text: str
+    _bindings: Optional[Tuple[Dict[str, Set[str]], List[str]]]
+
+    @property
+    def index(self) -> "AstIndex": ...
+
+    def chunks(self) -> Iterator[ast.Module]: ...
+
+    def _pinned_loaders(self, words: Optional[FrozenSet[str]] = None) -> FrozenSet[Tuple[Scope, str, str]]: ...
+
 _LOADER_WORD = re.compile("DataLoader")
 
 
-def _resolver(model: "FileModel") -> "AstIndex":
+def _resolver(model: _Model) -> "AstIndex":
     """An index that resolves dotted names through the whole file's imports and holds no tree
     (``AstIndex.resolves`` reads only the bindings)."""
     from torchlint.astindex import AstIndex
-    from torchlint.model import _EMPTY
 
     index = AstIndex(_EMPTY, model.text)
     index._bindings, index._star = model._bindings  # type: ignore[misc]
@@ -49,7 +63,7 @@ def _is_torch_loader(index: "AstIndex"):
     return lambda node: index.resolves(node, lambda q: canonical_name(q) == DATALOADER)
 
 
-def loader_classes(model: "FileModel") -> Tuple[FrozenSet[str], FrozenSet[str]]:
+def loader_classes(model: _Model) -> Tuple[FrozenSet[str], FrozenSet[str]]:
     """``FileModel._loader_classes`` of the whole file: the imports, classes (their names and
     bases only: a copy without the body) and assignments on lines that say ``DataLoader``, from
     every chunk, then read together."""
@@ -72,7 +86,7 @@ def loader_classes(model: "FileModel") -> Tuple[FrozenSet[str], FrozenSet[str]]:
     return read(nodes, _is_torch_loader(_resolver(model)))
 
 
-def pinned_loaders(model: "FileModel") -> FrozenSet[Tuple[Scope, str, str]]:
+def pinned_loaders(model: _Model) -> FrozenSet[Tuple[Scope, str, str]]:
     """``FileModel._pinned_loaders`` of the whole file: the loader calls of every chunk first,
     then every chunk's other bindings of their names."""
     calls: Set[Tuple[Scope, str, str]] = set()
@@ -86,7 +100,7 @@ def pinned_loaders(model: "FileModel") -> FrozenSet[Tuple[Scope, str, str]]:
     return frozenset(found)
 
 
-def batches(model: "FileModel", names: FrozenSet[str],
+def batches(model: _Model, names: FrozenSet[str],
             classes: FrozenSet[str]) -> Dict[Scope, FrozenSet[Tuple[str, str, str]]]:
     """``FileModel._batches`` of the whole file, every scope (see the module docstring)."""
     from torchlint.astindex import line_starts

@@ -61,6 +61,32 @@ def dotted(node: ast.AST) -> Optional[str]:
     return ".".join(reversed(parts))
 
 
+_DEVICE_NAMES = frozenset({"dev", "rank", "local_rank", "gpu", "gpu_id"})
+
+
+def moves_to_device(call: ast.Call) -> bool:
+    """``x.cuda()``, ``x.to(device)``, ``x.to(..., non_blocking=True)`` (``heuristics.moves_to_accelerator``
+    on the ``ast`` tree, coarser: it only decides which factories to look at again)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr == "cuda":
+        return True
+    if func.attr != "to":
+        return False
+    if any(k.arg == "non_blocking" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords):
+        return True
+    target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if isinstance(target, ast.Constant):
+        return isinstance(target.value, str) and target.value.split(":")[0] in ("cuda", "xpu", "mps", "npu", "hpu")
+    name = dotted(target) if target is not None else None
+    if not name:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    return "cpu" not in last and (last.endswith("device") or last in _DEVICE_NAMES)
+
+
+
 # -- loader classes ------------------------------------------------------------------------------
 def loader_classes(nodes: Iterable[ast.AST], torch_loader) -> Tuple[FrozenSet[str], FrozenSet[str]]:
     """(classes, choices). Classes: local names (``DataLoader``, ``MonaiLoader``,
@@ -917,13 +943,11 @@ def _rebound_names(function: ast.AST) -> Set[str]:
 
 def _moves_loop_items(loop: ast.AST) -> bool:
     """Does the loop's body move a value derived from its variables to a device
-    (``project._moves_to_device``: ``x.cuda()``, ``x.to(device)``)? Names bound from the loop's
+    (``moves_to_device``: ``x.cuda()``, ``x.to(device)``)? Names bound from the loop's
     variables (assignments, comprehensions, inner loops) count."""
-    from torchlint.project import _moves_to_device
-
     tainted = {n.id for n in ast.walk(loop.target) if type(n) is ast.Name}  # type: ignore[attr-defined]
     nodes = [n for statement in loop.body for n in ast.walk(statement)]  # type: ignore[attr-defined]
-    moves = [n for n in nodes if type(n) is ast.Call and _moves_to_device(n)]
+    moves = [n for n in nodes if type(n) is ast.Call and moves_to_device(n)]
     if not moves:
         return False
     binders = [n for n in nodes if type(n) in (ast.Assign, ast.comprehension, ast.For, ast.AsyncFor, ast.AnnAssign)]

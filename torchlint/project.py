@@ -30,7 +30,7 @@ from functools import cached_property
 from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from torchlint.accelerator import touches_accelerator
-from torchlint.loaderfacts import loader_parameters
+from torchlint.loaderfacts import dotted as _dotted, loader_parameters, moves_to_device as _moves_to_device
 from torchlint.source import line_starts
 from torchlint.torch_api import canonical_name
 from torchlint.words import EVAL_STEP_HOOKS, ONE_OFF_WORDS, PERIODIC_WORDS, STEP_WORDS, TRAIN_STEP_HOOKS
@@ -208,17 +208,6 @@ def module_name(path: str) -> Tuple[str, bool]:
     return ".".join(reversed(parts)) or stem, stem == "__init__"
 
 
-def _dotted(node: ast.AST) -> Optional[str]:
-    parts: List[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _words(name: Optional[str]) -> FrozenSet[str]:
     """The lower-case words of a dotted, snake or camel case name (remembered: the same names
     come back in every file)."""
@@ -302,31 +291,6 @@ def _has_modulo(node: ast.AST) -> bool:
 
 
 _PERIODIC_OR_ONE_OFF = frozenset(PERIODIC_WORDS | ONE_OFF_WORDS)
-_DEVICE_NAMES = frozenset({"dev", "rank", "local_rank", "gpu", "gpu_id"})
-
-
-def _moves_to_device(call: ast.Call) -> bool:
-    """``x.cuda()``, ``x.to(device)``, ``x.to(..., non_blocking=True)`` (``heuristics.moves_to_accelerator``
-    on the ``ast`` tree, coarser: it only decides which factories to look at again)."""
-    func = call.func
-    if not isinstance(func, ast.Attribute):
-        return False
-    if func.attr == "cuda":
-        return True
-    if func.attr != "to":
-        return False
-    if any(k.arg == "non_blocking" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords):
-        return True
-    target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
-    if isinstance(target, ast.Constant):
-        return isinstance(target.value, str) and target.value.split(":")[0] in ("cuda", "xpu", "mps", "npu", "hpu")
-    name = _dotted(target) if target is not None else None
-    if not name:
-        return False
-    last = name.rsplit(".", 1)[-1].lower()
-    return "cpu" not in last and (last.endswith("device") or last in _DEVICE_NAMES)
-
-
 def _is_gradient_step(call: ast.Call) -> bool:
     func = call.func
     if not isinstance(func, ast.Attribute):
