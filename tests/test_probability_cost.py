@@ -135,7 +135,7 @@ def test_a_loss_is_resolved_only_where_its_callee_may_name_one(monkeypatch):
             d = criterion(x.softmax(1), y)
             return a + b + c + d
     """)
-    settings = Settings(select=("TL407",))
+    settings = Settings(select=("TL407",), preview=True)
     rows = sorted(d.location.row for d in lint_source(text, "train.py", settings))
     assert rows == [11, 12, 13, 14]
     def callee(node):

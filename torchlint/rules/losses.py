@@ -92,6 +92,10 @@ class SoftmaxBeforeCrossEntropy(Rule):
     """
 
     code = "TL407"
+    # Precise on issue 29's real code (5 findings, all right), but its ast question says yes to
+    # every file that spells softmax and a cross-entropy (279 files libcst parses on transformers
+    # 4.46.3 instead of 159): a cold run went from 17.6 to 38 s CPU. In preview until it asks less.
+    preview = True
     statement_local = False  # reads models and functions of the same file
     name = "softmax-before-cross-entropy"
     summary = "`CrossEntropyLoss`/`cross_entropy` (or `NLLLoss`) applied to the output of `softmax`."
