@@ -128,8 +128,8 @@ def test_helper_variable_and_device_attribute():
     found = lint(GAN)
     assert [d.location.row for d in found] == [17, 18, 19, 20]
     assert [d.message for d in found[:2]] == [
-        "`z` created on the CPU then moved by `self.variable`; pass `device=` to the factory (no fix: the helper picks the device)",
-        "Tensor created on the CPU then moved by `self.variable`; pass `device=` to the factory (no fix: the helper picks the device)",
+        "`z` created on the CPU then moved by `self.variable`; pass `device=` to the factory",
+        "Tensor created on the CPU then moved by `self.variable`; pass `device=` to the factory",
     ]
     assert [d.fix is None for d in found] == [True, True, True, False]  # Variable(...).cuda(): which wrapper stays is the author's
     text = HEADER + GAN

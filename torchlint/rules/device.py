@@ -383,9 +383,8 @@ class TensorMovedAfterCreation(Rule):
             if other is not None:  # `.to(actions)`: its device and its dtype, no fix
                 what = f"`{receiver.value}` created" if bound is not None else "Tensor created"
                 spelt = cst.Module(body=[]).code_for_node(other)
-                self.report(node, f"{what} on the CPU then moved to the device of `{spelt}`; pass "
-                                  f"`device={spelt}.device` (and its dtype) to the factory",
-                            hint=self.hint + self._every_step())
+                self.report(node, f"{what} on the CPU then moved; pass `device={spelt}.device` to the factory",
+                            hint=self.hint + f" `.to({spelt})` moves it to `{spelt}`'s device and dtype: pass both." + self._every_step())
             return
         device, dtype = moved
         fix = None
@@ -549,8 +548,8 @@ class TensorMovedAfterCreation(Rule):
         what = f"`{base.value}` created" if bound is not None else "Tensor created"
         advice = ("build it with `torch.empty(..., dtype=..., device=...)`" if short in LEGACY_TENSOR_TYPES
                   else "pass `device=` to the factory")
-        self.report(node, f"{what} on the CPU then moved by `{callee}`; {advice} (no fix: the helper picks the device)",
-                    hint=self.hint + self._every_step())
+        self.report(node, f"{what} on the CPU then moved by `{callee}`; {advice}",
+                    hint=self.hint + " No fix: the helper picks the device." + self._every_step())
 
     def _created_on_host(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str, bool]]:
         """(constructor call, its short name, whether host methods follow it) when ``expr`` is a
