@@ -361,22 +361,10 @@ class TensorMovedAfterCreation(Rule):
             if node.args and self._returns_a_move() and self._may_hand_over_a_constructor(node) and self._mover_names():
                 self._moved_by_helper(node)
             return
-        receiver = method[0]
-        base, through = self._strip(receiver)
-        bound = None
-        if isinstance(base, cst.Name):
-            bound = self._bound_name(base)
-            if bound is None:
-                return
-            created = bound[1]
-            if through:  # `Variable(z).cuda()`, `z.expand_as(x).to(d)`: no fix (the author picks the host steps)
-                created = (created[0], created[1], True)
-            receiver = base
-        else:
-            created = self._created_on_host(receiver)
-        if created is None:
+        origin = self._host_origin(method[0])
+        if origin is None:
             return
-        factory, short, chained = created
+        receiver, bound, (factory, short, chained) = origin
         moved = _move_target(node, method[1], self.ctx, self._device_attribute)
         if moved is None:
             other = self._device_tensor_target(node) if method[1] == "to" else None
@@ -532,24 +520,30 @@ class TensorMovedAfterCreation(Rule):
         positional = [a for a in node.args if a.keyword is None]
         if len(positional) <= position or any(a.star for a in positional[:position + 1]):
             return
-        arg = positional[position].value
-        base, _ = self._strip(arg)
-        bound = None
-        if isinstance(base, cst.Name):
-            bound = self._bound_name(base)
-            if bound is None:
-                return
-            created = bound[1]
-        else:
-            created = self._created_on_host(arg)
-        if created is None:
+        origin = self._host_origin(positional[position].value)
+        if origin is None:
             return
-        short = created[1]
+        base, bound, (_, short, _) = origin
         what = f"`{base.value}` created" if bound is not None else "Tensor created"
         advice = ("build it with `torch.empty(..., dtype=..., device=...)`" if short in LEGACY_TENSOR_TYPES
                   else "pass `device=` to the factory")
         self.report(node, f"{what} on the CPU then moved by `{callee}`; {advice}",
                     hint=self.hint + " No fix: the helper picks the device." + self._every_step())
+
+    def _host_origin(self, expr: cst.BaseExpression):
+        """(the expression, the binding it is read through or None, (constructor call, its short
+        name, whether host steps follow it)) when ``expr`` is a tensor built on the host: a
+        constructor call, or a name bound to one, behind host steps (``Variable(z)``,
+        ``z.expand_as(x)``: then no fix, the author picks the host steps); else None."""
+        base, through = self._strip(expr)
+        if not isinstance(base, cst.Name):
+            created = self._created_on_host(expr)
+            return (expr, None, created) if created is not None else None
+        bound = self._bound_name(base)
+        if bound is None:
+            return None
+        created = bound[1]
+        return base, bound, ((created[0], created[1], True) if through else created)
 
     def _created_on_host(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str, bool]]:
         """(constructor call, its short name, whether host methods follow it) when ``expr`` is a
